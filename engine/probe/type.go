@@ -78,3 +78,32 @@ func (r Result) String() string {
 		return fmt.Sprintf("Result(%d)", uint8(r))
 	}
 }
+
+// MarshalText encodes the type by name, so stored data stays readable and
+// independent of the constants' values.
+func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText decodes a name written by MarshalText.
+func (t *Type) UnmarshalText(b []byte) error {
+	for _, c := range Types {
+		if c.String() == string(b) {
+			*t = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown probe type %q", b)
+}
+
+// MarshalText encodes the result by name.
+func (r Result) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText decodes a name written by MarshalText.
+func (r *Result) UnmarshalText(b []byte) error {
+	for _, c := range []Result{Unknown, Success, Failure} {
+		if c.String() == string(b) {
+			*r = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown probe result %q", b)
+}

@@ -642,7 +642,7 @@ type HTTPGetAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Host name or IP address to connect to. Required.
 	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	// Port, 1-65535. 0 means the scheme's default (80 or 443).
+	// Port, 1-65535. Required.
 	Port int32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
 	// Request path; defaults to "/".
 	Path   string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`

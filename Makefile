@@ -1,0 +1,50 @@
+# probed — run `make help` for the targets.
+GO       ?= go
+TOOL     := $(GO) tool -modfile=tools/go.mod
+BUF      := $(TOOL) buf
+BIN      := bin
+DATA_DIR ?= ./probed-data
+ADDR     ?= 127.0.0.1:50051
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
+
+.DEFAULT_GOAL := help
+.PHONY: help generate checkgenerate lint breaking build run test check clean
+
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+generate: ## Regenerate the Go code of proto/ with buf.
+	$(BUF) generate
+
+checkgenerate: generate ## Fail if the committed generated code differs from a fresh generate.
+	@if [ -n "$$(git status --porcelain -- proto/)" ]; then \
+		git status --porcelain -- proto/; git diff --stat -- proto/; \
+		echo "generated code is out of date: run 'make generate' and commit"; exit 1; fi
+
+lint: ## buf lint and format, gofmt, go vet, golangci-lint.
+	$(BUF) lint
+	$(BUF) format -d --exit-code
+	@out="$$(gofmt -l $(GOFILES))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(TOOL) golangci-lint run ./...
+
+breaking: ## buf breaking against the main branch (when main has the proto).
+	@if git rev-parse --verify --quiet main:proto/probe/v1/probe.proto >/dev/null; then \
+		$(BUF) breaking --against '.git#branch=main'; \
+	else echo "breaking: main has no proto yet; skipped"; fi
+
+build: ## Build probed, probectl and probed-bench into bin/.
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+run: build ## Start probed on $(ADDR) with the embedded store under $(DATA_DIR).
+	$(BIN)/probed --addr $(ADDR) --data-dir $(DATA_DIR)
+
+test: ## Run every test with the race detector.
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+check: checkgenerate lint breaking build test ## Everything CI runs.
+
+clean: ## Remove build output and the local data dir.
+	rm -rf $(BIN) $(DATA_DIR)

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/feature"
+	"github.com/probed/probed/engine/probe"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+var errHelp = errors.New("help requested")
+
+// config is everything the flags set.
+type config struct {
+	addr         string
+	dataDir      string
+	gates        feature.Gates
+	minPeriod    time.Duration
+	minTimeout   time.Duration
+	logLevel     slog.Level
+	logFormat    string
+	allowExec    bool
+	history      int
+	historyBytes int
+	watchBuffer  int
+	maxTargets   int
+	maxInflight  int
+	tick         time.Duration
+	grace        time.Duration
+}
+
+// parseFlags reads the command line. Bad values (an unknown feature gate,
+// a malformed duration) are errors that say what is wrong.
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("probed", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:50051", "gRPC listen address")
+	fs.StringVar(&c.dataDir, "data-dir", "./probed-data", "directory of the embedded store (bbolt file probed.db); created if missing")
+	fs.Var(&c.gates, "feature-gates", "feature gates, Kubernetes syntax: "+gateHelp())
+	fs.DurationVar(&c.minPeriod, "min-period", probe.DefaultMinPeriod, "floor of a probe's effective period (and initial period)")
+	fs.DurationVar(&c.minTimeout, "min-timeout", probe.DefaultMinTimeout, "floor of a probe's effective timeout")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.allowExec, "allow-exec", false, "allow exec probes (they run commands on this host on a remote client's request)")
+	fs.IntVar(&c.history, "history", engine.DefaultHistory, "events retained for Watch resumption")
+	fs.IntVar(&c.historyBytes, "history-bytes", engine.DefaultHistoryBytes, "bytes of events retained (estimated)")
+	fs.IntVar(&c.watchBuffer, "watch-buffer", engine.DefaultWatchBuffer, "live events a watcher may have pending before it is ended as too slow")
+	fs.IntVar(&c.maxTargets, "max-targets", 0, "maximum number of targets (0: no limit)")
+	fs.IntVar(&c.maxInflight, "max-inflight", engine.DefaultMaxInflight, "maximum probes running at once; a probe due beyond it is skipped and counted")
+	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
+	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if *showVersion {
+		fmt.Fprintln(out, "probed", version)
+		return nil, errHelp
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	switch {
+	case c.logFormat != "text" && c.logFormat != "json":
+		return nil, fmt.Errorf("--log-format %q: must be text or json", c.logFormat)
+	case c.minPeriod <= 0:
+		return nil, fmt.Errorf("--min-period %v: must be positive", c.minPeriod)
+	case c.minTimeout <= 0:
+		return nil, fmt.Errorf("--min-timeout %v: must be positive", c.minTimeout)
+	case c.tick <= 0 || c.tick > time.Second:
+		return nil, fmt.Errorf("--tick %v: must be between 1ns and 1s", c.tick)
+	}
+	return c, nil
+}
+
+func gateHelp() string {
+	var parts []string
+	for _, g := range feature.Known() {
+		parts = append(parts, string(g)+"=true|false")
+	}
+	return strings.Join(parts, ",") + " (all default to true)"
+}

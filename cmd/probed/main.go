@@ -1,0 +1,31 @@
+// Command probed is the probe engine's server: it registers targets over
+// gRPC, probes them with Kubernetes-style startup, liveness and readiness
+// probes whose durations are millisecond-precise, and streams every result
+// transition to its clients. Run `probed --help` for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, errHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probed:", err)
+		os.Exit(2)
+	}
+	if err := serve(ctx, cfg, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "probed:", err)
+		os.Exit(1)
+	}
+}

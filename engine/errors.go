@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/probed/probed/engine/field"
+)
+
+// Sentinel errors. Errors returned by the engine wrap one of these (check
+// with errors.Is); the gRPC adapter maps each to one status code.
+var (
+	// ErrInvalid: the request is invalid; errors.As(err, **field.ListError)
+	// gives every field violation.
+	ErrInvalid = field.ErrInvalid
+	// ErrNotFound: no target (or probe) by that name.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a target by that name exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrFailedPrecondition: the target is not in a state that allows the
+	// operation (e.g. updating a terminating target).
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrResourceExhausted: a limit was reached (max targets, a watcher's
+	// buffer).
+	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrCompacted: a watch asked for history older than what is retained;
+	// errors.As(err, **CompactedError) gives the oldest retained revision.
+	ErrCompacted = errors.New("revision compacted")
+	// ErrClosed: the engine is shutting down.
+	ErrClosed = errors.New("engine closed")
+	// ErrOwnershipLost: the store no longer lets this engine write some
+	// targets (another replica owns them); the engine stops probing them.
+	ErrOwnershipLost = errors.New("ownership lost")
+)
+
+// CompactedError says which revisions a watch can still start from.
+type CompactedError struct {
+	Requested uint64 // the revision asked for
+	Oldest    uint64 // the oldest revision still retained; resume from here or re-snapshot
+}
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("revision %d has been compacted; the oldest retained revision is %d", e.Requested, e.Oldest)
+}
+
+// Is reports ErrCompacted.
+func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
+
+// SlowWatcherError ends a watcher that fell too far behind.
+type SlowWatcherError struct {
+	// LastRevision is the revision of the last event the watcher was
+	// given; resume from LastRevision+1.
+	LastRevision uint64
+	Buffer       int
+}
+
+func (e *SlowWatcherError) Error() string {
+	return fmt.Sprintf("watcher too slow: more than %d events pending; last delivered revision %d, resume from %d",
+		e.Buffer, e.LastRevision, e.LastRevision+1)
+}
+
+// Is reports ErrResourceExhausted.
+func (e *SlowWatcherError) Is(target error) bool { return target == ErrResourceExhausted }
+
+// OwnershipLostError names the targets the store refused to write.
+type OwnershipLostError struct {
+	Names []string
+}
+
+func (e *OwnershipLostError) Error() string {
+	return fmt.Sprintf("ownership lost for %d target(s)", len(e.Names))
+}
+
+// Is reports ErrOwnershipLost.
+func (e *OwnershipLostError) Is(target error) bool { return target == ErrOwnershipLost }

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/google/btree"
+)
+
+// feed is the published side of the engine: the targets as of the last
+// published revision (the view), the retained history, and the watchers.
+// Everything in it changes only in publish, after the store made the
+// changes durable, and under one lock, so a snapshot of the view is exactly
+// the state at its revision.
+type feed struct {
+	mu      sync.Mutex
+	rev     uint64                 // last published revision; guarded by mu
+	view    *btree.BTreeG[*Target] // by name; guarded by mu
+	hist    history                // guarded by mu
+	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
+	closed  error                  // set by close; guarded by mu
+	watched int                    // open watchers; guarded by mu
+}
+
+func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
+
+func newFeed(historyCount, historyBytes int) *feed {
+	return &feed{
+		view:   btree.NewG(32, byName),
+		hist:   newHistory(historyCount, historyBytes),
+		synced: make(map[*Watcher]struct{}),
+	}
+}
+
+// restore loads stored state; called before anything is published.
+func (f *feed) restore(st *Stored) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range st.Targets {
+		f.view.ReplaceOrInsert(t)
+	}
+	for _, ev := range st.Events {
+		f.hist.append(ev)
+	}
+	f.hist.compaction = 0
+	f.rev = st.Revision
+}
+
+// publish makes durable changes visible: the view, the history and every
+// synced watcher. It never blocks on a watcher.
+func (f *feed) publish(changes []*Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range changes {
+		if c.Delete {
+			f.view.Delete(&Target{Spec: c.Target.Spec})
+		} else {
+			f.view.ReplaceOrInsert(c.Target)
+		}
+		f.hist.append(c.Event)
+		f.rev = c.Event.Revision
+		for w := range f.synced {
+			if !w.pushLocked(&c.Event) {
+				delete(f.synced, w)
+			}
+		}
+	}
+	for w := range f.synced {
+		w.advanceLocked(f.rev)
+	}
+}
+
+// get returns the published target by name.
+func (f *feed) get(name string) (*Target, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.view.Get(&Target{Spec: nameOnly(name)})
+}
+
+// revision returns the last published revision.
+func (f *feed) revision() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rev
+}
+
+// list returns up to limit published targets with a name greater than
+// after that match selector, in name order, and whether there are more.
+func (f *feed) list(after string, limit int, selector map[string]string) ([]*Target, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*Target
+	more := false
+	visit := func(t *Target) bool {
+		if t.Spec.Name == after && after != "" {
+			return true
+		}
+		if !matchLabels(t.Spec.Labels, selector) {
+			return true
+		}
+		if len(out) == limit {
+			more = true
+			return false
+		}
+		out = append(out, t)
+		return true
+	}
+	if after == "" {
+		f.view.Ascend(visit)
+	} else {
+		f.view.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
+	}
+	return out, more
+}
+
+// counts returns the number of published targets by phase.
+func (f *feed) counts() (active, terminating int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.view.Ascend(func(t *Target) bool {
+		if t.Status.Phase == Terminating {
+			terminating++
+		} else {
+			active++
+		}
+		return true
+	})
+	return active, terminating
+}
+
+// close ends every watcher with err.
+func (f *feed) close(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = err
+	for w := range f.synced {
+		w.failLocked(err)
+		delete(f.synced, w)
+	}
+}
+
+// compactionDue returns the revision below which the store may drop
+// events (everything older than the retained history) once enough were
+// dropped from memory to make a store compaction worthwhile.
+func (f *feed) compactionDue(min uint64) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hist.compaction < min || f.hist.compacted == 0 {
+		return 0, false
+	}
+	f.hist.compaction = 0
+	return f.hist.compacted + 1, true
+}
+
+func matchLabels(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,300 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/memory"
+)
+
+// t0 is the fake clock's start: creation times in tests are t0.
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// harness runs a real engine (real checkers, memory store) on a fake clock
+// with one wheel shard, and a watcher that sees every event.
+type harness struct {
+	t      *testing.T
+	clock  *clockwork.FakeClock
+	store  *memory.Store
+	eng    *engine.Engine
+	opts   engine.Options
+	cancel context.CancelFunc
+	done   chan error
+	events chan engine.Event
+}
+
+func newHarness(t *testing.T, mod ...func(*engine.Options)) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clockwork.NewFakeClockAt(t0), store: memory.New(1)}
+	h.opts = engine.Options{
+		Clock:    h.clock,
+		Store:    h.store,
+		Checkers: check.New(check.Options{AllowExec: true}),
+		Shards:   1,
+	}
+	for _, m := range mod {
+		m(&h.opts)
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+// start opens and runs an engine over h.store.
+func (h *harness) start() {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	eng, err := engine.Open(ctx, h.opts)
+	if err != nil {
+		cancel()
+		h.t.Fatalf("Open: %v", err)
+	}
+	h.eng, h.cancel, h.done = eng, cancel, make(chan error, 1)
+	go func() { h.done <- eng.Run(ctx) }()
+	w, err := eng.Watch(ctx, engine.WatchOptions{Since: eng.Revision() + 1, Buffer: 1 << 20})
+	if err != nil {
+		h.t.Fatalf("Watch: %v", err)
+	}
+	h.events = make(chan engine.Event, 1<<16)
+	go func() {
+		defer w.Close()
+		for {
+			b, err := w.Next(ctx)
+			if err != nil {
+				return
+			}
+			for _, ev := range b.Events {
+				h.events <- ev
+			}
+		}
+	}()
+	h.quiesce()
+}
+
+// stop stops the engine and waits for Run to return.
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Errorf("Run did not return within 10s of cancel")
+	}
+	h.cancel = nil
+}
+
+// restart stops the engine and starts a new one over the same store, as a
+// process restart would.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start()
+}
+
+// idleWaiters is what waits on the fake clock when nothing runs: the one
+// wheel shard's timer and the history compaction ticker.
+const idleWaiters = 2
+
+// quiesce waits until everything the last clock move started is finished:
+// the wheel has dispatched what was due and parked again, and no probe is
+// running.
+func (h *harness) quiesce() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if err := h.clock.BlockUntilContext(ctx, idleWaiters); err != nil {
+			h.t.Fatalf("engine did not park: %v", err)
+		}
+		if h.eng.Stats().Inflight == 0 {
+			if err := h.clock.BlockUntilContext(ctx, idleWaiters); err != nil {
+				h.t.Fatalf("engine did not park: %v", err)
+			}
+			if h.eng.Stats().Inflight == 0 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Microsecond) // a probe is still finishing (real I/O)
+	}
+}
+
+// advance moves the fake clock in steps of step up to d and quiesces after
+// each, so everything due at a time runs at exactly that time.
+func (h *harness) advance(d, step time.Duration) {
+	h.t.Helper()
+	for moved := time.Duration(0); moved < d; moved += step {
+		h.clock.Advance(min(step, d-moved))
+		h.quiesce()
+	}
+}
+
+// create registers spec and fails the test on error.
+func (h *harness) create(spec *target.Spec) *engine.Target {
+	h.t.Helper()
+	tg, err := h.eng.Create(context.Background(), spec)
+	if err != nil {
+		h.t.Fatalf("Create(%s): %v", spec.Name, err)
+	}
+	h.quiesce()
+	return tg
+}
+
+func (h *harness) get(name string) *engine.Target {
+	h.t.Helper()
+	tg, err := h.eng.Get(context.Background(), name)
+	if err != nil {
+		h.t.Fatalf("Get(%s): %v", name, err)
+	}
+	return tg
+}
+
+// next returns the next event of one of kinds (others are skipped).
+func (h *harness) next(kinds ...engine.EventKind) engine.Event {
+	h.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-h.events:
+			if len(kinds) == 0 {
+				return ev
+			}
+			for _, k := range kinds {
+				if ev.Kind == k {
+					return ev
+				}
+			}
+		case <-timeout:
+			h.t.Fatalf("no %v event within 10s", kinds)
+			return engine.Event{}
+		}
+	}
+}
+
+// noEvent asserts no event of kinds is pending (call after quiesce; the
+// committer publishes asynchronously, so this first waits for it).
+func (h *harness) noEvent(kinds ...engine.EventKind) {
+	h.t.Helper()
+	h.flush()
+	for {
+		select {
+		case ev := <-h.events:
+			for _, k := range kinds {
+				if ev.Kind == k {
+					h.t.Fatalf("unexpected %v event: %+v", ev.Kind, ev)
+				}
+			}
+		default:
+			return
+		}
+	}
+}
+
+// flush waits until every change submitted so far is published, by
+// committing a marker (an update of a dedicated target) and waiting for it.
+func (h *harness) flush() {
+	h.t.Helper()
+	rev := h.eng.Revision()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		if r := h.eng.Revision(); r == rev {
+			return
+		} else {
+			rev = r
+		}
+	}
+	h.t.Fatalf("events kept coming for 10s")
+}
+
+// backend is a real HTTP server whose /healthz answers with a status the
+// test sets.
+type backend struct {
+	srv    *httptest.Server
+	status atomic.Int32
+	hits   atomic.Int64
+	hang   atomic.Bool
+}
+
+func newBackend(t *testing.T, status int) *backend {
+	t.Helper()
+	b := &backend{}
+	b.status.Store(int32(status))
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.hits.Add(1)
+		if b.hang.Load() {
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(int(b.status.Load()))
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func (b *backend) set(status int) { b.status.Store(int32(status)) }
+
+func (b *backend) hostPort() (string, int32) {
+	host, port, _ := net.SplitHostPort(b.srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// httpProbe returns a probe of b with the given period (seconds + ms).
+func (b *backend) probe(periodSeconds int32, periodMs int32) *probe.Spec {
+	host, port := b.hostPort()
+	return &probe.Spec{
+		Handler:            probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port, Path: "/healthz"}},
+		PeriodSeconds:      periodSeconds,
+		PeriodMilliseconds: ptr(periodMs),
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// probeTimes advances the clock by d in steps and returns the fake times
+// at which probe typ of name ran.
+func (h *harness) probeTimes(name string, typ probe.Type, d, step time.Duration) []time.Duration {
+	h.t.Helper()
+	var times []time.Duration
+	last := h.get(name).Status.Probes[typ].ProbesTotal
+	for moved := time.Duration(0); moved < d; moved += step {
+		h.clock.Advance(step)
+		h.quiesce()
+		ps := h.get(name).Status.Probes[typ]
+		if ps.ProbesTotal != last {
+			if ps.ProbesTotal != last+1 {
+				h.t.Fatalf("%d probes at once at %v", ps.ProbesTotal-last, h.clock.Now().Sub(t0))
+			}
+			last = ps.ProbesTotal
+			times = append(times, ps.LastProbeTime.Sub(t0))
+		}
+	}
+	return times
+}
+
+func ms(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * time.Millisecond
+	}
+	return out
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

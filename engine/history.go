@@ -1,0 +1,79 @@
+package engine
+
+import "sort"
+
+// history is the retained event log: a ring of the last events, bounded by
+// count and by (estimated) bytes. Revisions in it are strictly increasing.
+// Not safe for concurrent use; the feed's lock guards it.
+type history struct {
+	buf        []Event // ring; grows to maxCount
+	start, n   int
+	bytes      int
+	maxCount   int
+	maxBytes   int
+	compacted  uint64 // revision of the newest event dropped; 0 if none
+	compaction uint64 // events dropped since the store was last compacted
+}
+
+func newHistory(maxCount, maxBytes int) history {
+	return history{maxCount: max(maxCount, 1), maxBytes: maxBytes}
+}
+
+func (h *history) at(i int) *Event {
+	return &h.buf[(h.start+i)%len(h.buf)]
+}
+
+// append adds ev (whose revision is greater than every retained one) and
+// drops the oldest events beyond the bounds.
+func (h *history) append(ev Event) {
+	for h.n > 0 && (h.n >= h.maxCount || (h.maxBytes > 0 && h.bytes+ev.size() > h.maxBytes)) {
+		h.dropOldest()
+	}
+	if h.n == len(h.buf) && (h.start == 0 || len(h.buf) == 0) && len(h.buf) < h.maxCount {
+		// Full but unwrapped and below its bound: grow.
+		h.buf = append(h.buf, ev)
+	} else if h.n == len(h.buf) {
+		// Full and wrapped (only reachable via the byte bound): make room.
+		h.dropOldest()
+		*h.at(h.n) = ev
+	} else {
+		*h.at(h.n) = ev
+	}
+	h.n++
+	h.bytes += ev.size()
+}
+
+func (h *history) dropOldest() {
+	old := h.at(0)
+	h.compacted = old.Revision
+	h.bytes -= old.size()
+	*old = Event{} // release what it points to
+	h.start = (h.start + 1) % len(h.buf)
+	h.n--
+	h.compaction++
+}
+
+// oldest is the revision of the oldest retained event, or next when none
+// is retained.
+func (h *history) oldest(next uint64) uint64 {
+	if h.n == 0 {
+		return next
+	}
+	return h.at(0).Revision
+}
+
+// search returns the index of the first retained event with Revision >= rev
+// (h.n when there is none).
+func (h *history) search(rev uint64) int {
+	return sort.Search(h.n, func(i int) bool { return h.at(i).Revision >= rev })
+}
+
+// read appends to dst the retained events with Revision >= rev, at most
+// limit of them.
+func (h *history) read(dst []Event, rev uint64, limit int) []Event {
+	for i := h.search(rev); i < h.n && limit > 0; i++ {
+		dst = append(dst, *h.at(i))
+		limit--
+	}
+	return dst
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"testing"
+)
+
+func revisions(evs []Event) []uint64 {
+	out := make([]uint64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Revision
+	}
+	return out
+}
+
+func TestHistoryRing(t *testing.T) {
+	t.Parallel()
+	h := newHistory(3, 0)
+	for _, rev := range []uint64{2, 4, 6, 8, 10} { // not contiguous
+		h.append(Event{Revision: rev})
+	}
+	if got := revisions(h.read(nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
+		t.Fatalf("retained %v, want [6 8 10]", got)
+	}
+	if h.compacted != 4 {
+		t.Errorf("compacted = %d, want 4", h.compacted)
+	}
+	if h.oldest(11) != 6 {
+		t.Errorf("oldest = %d, want 6", h.oldest(11))
+	}
+	tests := []struct {
+		name  string
+		from  uint64
+		limit int
+		want  []uint64
+	}{
+		{"from exact revision", 8, 10, []uint64{8, 10}},
+		{"from a gap between revisions", 7, 10, []uint64{8, 10}},
+		{"limit", 6, 2, []uint64{6, 8}},
+		{"past the end", 11, 10, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := revisions(h.read(nil, tt.from, tt.limit))
+			if len(got) != len(tt.want) {
+				t.Fatalf("read(%d) = %v, want %v", tt.from, got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("read(%d) = %v, want %v", tt.from, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestHistoryByteBound(t *testing.T) {
+	t.Parallel()
+	one := (&Event{}).size()
+	h := newHistory(100, 3*one)
+	for rev := uint64(1); rev <= 10; rev++ {
+		h.append(Event{Revision: rev})
+	}
+	if h.n != 3 || h.bytes > 3*one {
+		t.Fatalf("kept %d events (%d bytes), want 3 within %d bytes", h.n, h.bytes, 3*one)
+	}
+	if h.oldest(11) != 8 || h.compacted != 7 {
+		t.Errorf("oldest %d compacted %d, want 8 and 7", h.oldest(11), h.compacted)
+	}
+}
+
+func TestHistoryEmpty(t *testing.T) {
+	t.Parallel()
+	h := newHistory(10, 0)
+	if h.oldest(5) != 5 || len(h.read(nil, 0, 10)) != 0 {
+		t.Errorf("empty history: oldest %d, read %v", h.oldest(5), h.read(nil, 0, 10))
+	}
+}
+
+func TestHistoryWrapThenGrow(t *testing.T) {
+	t.Parallel()
+	one := (&Event{}).size()
+	h := newHistory(100, 2*one)
+	for rev := uint64(1); rev <= 5; rev++ {
+		h.append(Event{Revision: rev})
+	}
+	// Lift the byte bound: the ring must keep order while it grows again.
+	h.maxBytes = 0
+	for rev := uint64(6); rev <= 9; rev++ {
+		h.append(Event{Revision: rev})
+	}
+	got := revisions(h.read(nil, 0, 100))
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("history out of order after wrap and growth: %v", got)
+		}
+	}
+	if got[len(got)-1] != 9 {
+		t.Fatalf("newest = %d, want 9 (%v)", got[len(got)-1], got)
+	}
+}

@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+)
+
+// Create registers a target and starts probing it. It returns once the
+// registration is durable, with the target as published.
+func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	if err := target.Validate(spec, nil, e.targetOptions()).Err(); err != nil {
+		return nil, err
+	}
+	now := e.clock.Now()
+	en := &entry{name: spec.Name, spec: spec, status: Status{Phase: Active, CreateTime: now, StartTime: now}}
+	en.mu.Lock()
+	if err := e.openRunnersLocked(en); err != nil {
+		en.mu.Unlock()
+		return nil, err
+	}
+	en.mu.Unlock()
+
+	e.mu.Lock()
+	if _, ok := e.targets[spec.Name]; ok {
+		e.mu.Unlock()
+		e.discard(en)
+		return nil, fmt.Errorf("target %q: %w", spec.Name, ErrAlreadyExists)
+	}
+	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
+		e.mu.Unlock()
+		e.discard(en)
+		return nil, fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
+	}
+	e.targets[spec.Name] = en
+	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
+	e.mu.Unlock()
+	done, err := e.commits.submit([]*Change{e.changeLocked(en, Event{Kind: KindCreated}, true, now)}, true)
+	en.mu.Unlock()
+	if err == nil {
+		err = wait(ctx, done)
+	}
+	if err != nil {
+		e.mu.Lock()
+		if e.targets[spec.Name] == en {
+			delete(e.targets, spec.Name)
+		}
+		e.mu.Unlock()
+		e.discard(en)
+		return nil, err
+	}
+	en.mu.Lock()
+	e.startProbesLocked(en, e.clock.Now(), false)
+	en.mu.Unlock()
+	return e.Get(ctx, spec.Name)
+}
+
+// openRunnersLocked creates a runner (and its checker) for every probe of
+// en.spec; en.mu held.
+func (e *Engine) openRunnersLocked(en *entry) error {
+	for _, t := range probe.Types {
+		p := en.spec.Probe(t)
+		if p == nil {
+			continue
+		}
+		r := e.newRunner(en, t, p)
+		en.runners[t] = r
+		en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result}
+		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
+		if err != nil {
+			return fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
+		}
+		r.checker = c
+	}
+	return nil
+}
+
+// discard releases a target that never got published.
+func (e *Engine) discard(en *entry) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	e.retireLocked(en)
+}
+
+func wait(ctx context.Context, done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lookup returns the live entry of a target.
+func (e *Engine) lookup(name string) (*entry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	en, ok := e.targets[name]
+	if !ok {
+		return nil, notFound(name)
+	}
+	return en, nil
+}
+
+// Get returns a target as last published, with the live probe figures
+// (counters, last probe) filled in.
+func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	t, ok := e.feed.get(name)
+	if !ok {
+		return nil, notFound(name)
+	}
+	return e.withLive(t), nil
+}
+
+// ListOptions page through targets.
+type ListOptions struct {
+	// After: only targets whose name sorts after it (the last name of the
+	// previous page).
+	After    string
+	Limit    int
+	Selector map[string]string
+}
+
+// List returns published targets in name order and whether more follow.
+func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, false, err
+	}
+	ts, more := e.feed.list(o.After, o.Limit, o.Selector)
+	for i, t := range ts {
+		ts[i] = e.withLive(t)
+	}
+	return ts, more, nil
+}
+
+// withLive copies a published target and adds the figures kept in memory.
+func (e *Engine) withLive(t *Target) *Target {
+	out := *t
+	for _, typ := range probe.Types {
+		if p := t.Spec.Probe(typ); p != nil {
+			out.Status.Probes[typ].Effective = p.Effective()
+		}
+	}
+	e.mu.Lock()
+	en := e.targets[t.Spec.Name]
+	e.mu.Unlock()
+	if en == nil {
+		return &out
+	}
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	for typ, r := range en.runners {
+		if r == nil || r.spec != t.Spec.Probe(probe.Type(typ)) {
+			continue
+		}
+		ps := &out.Status.Probes[typ]
+		ps.ConsecutiveSuccesses = r.state.ConsecutiveSuccesses()
+		ps.ConsecutiveFailures = r.state.ConsecutiveFailures()
+		ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
+	}
+	return &out
+}
+
+// Update replaces the spec of an existing target in place. Probes that
+// still exist keep their state (published result, counters,
+// has_initialized); a changed handler gets a new checker; a changed period
+// is rescheduled from now; added probes start from their initial state; a
+// startup probe added to a target that has already started counts as
+// passed (the start it guards is over).
+func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	en, err := e.lookup(spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	en.mu.Lock()
+	if en.removed {
+		en.mu.Unlock()
+		return nil, notFound(spec.Name)
+	}
+	if en.status.Phase == Terminating {
+		en.mu.Unlock()
+		return nil, fmt.Errorf("target %q is terminating: %w", spec.Name, ErrFailedPrecondition)
+	}
+	if err := target.Validate(spec, en.spec, e.targetOptions()).Err(); err != nil {
+		en.mu.Unlock()
+		return nil, err
+	}
+	// Open the new checkers first: a failure leaves the target untouched.
+	checkers := make(map[probe.Type]Checker)
+	for _, t := range probe.Types {
+		p, r := spec.Probe(t), en.runners[t]
+		if p == nil || (r != nil && reflect.DeepEqual(r.spec.Handler, p.Handler)) {
+			continue
+		}
+		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
+		if err != nil {
+			for _, c := range checkers {
+				c.Close()
+			}
+			en.mu.Unlock()
+			return nil, fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
+		}
+		checkers[t] = c
+	}
+	now := e.clock.Now()
+	wasStarted := en.status.Started()
+	en.spec = spec
+	for _, t := range probe.Types {
+		p, r := spec.Probe(t), en.runners[t]
+		switch {
+		case p == nil && r == nil:
+		case p == nil: // removed
+			e.retireRunnerLocked(r)
+			en.runners[t] = nil
+			en.status.Probes[t] = ProbeStatus{}
+		case r == nil: // added
+			r = e.newRunner(en, t, p)
+			r.checker = checkers[t]
+			en.runners[t] = r
+			if t == probe.Startup && wasStarted {
+				r.state = probe.State{Result: probe.Success, HasInitialized: true}
+			}
+			en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
+		default: // kept
+			if c, ok := checkers[t]; ok {
+				r.checker.Close()
+				r.checker = c
+				r.gen++ // a run of the old handler says nothing about the new one
+			}
+			old := r.period()
+			r.spec, r.eff = p, p.Effective()
+			if r.scheduled && r.period() != old {
+				_ = e.wheel.Reschedule(r.id, now.Add(r.period()), r.period())
+			}
+		}
+	}
+	e.startProbesLocked(en, now, false)
+	done, err := e.commits.submit([]*Change{e.changeLocked(en, Event{Kind: KindUpdated, Reason: ReasonUpdated}, true, now)}, true)
+	en.mu.Unlock()
+	if err == nil {
+		err = wait(ctx, done)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Get(ctx, spec.Name)
+}
+
+// Reset tells the engine the target restarted: every probe returns to its
+// initial state (has_initialized false), published results that change
+// are transitions with reason Reset, and probing starts over from now (the
+// startup probe first).
+func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	en, err := e.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	en.mu.Lock()
+	if en.removed {
+		en.mu.Unlock()
+		return nil, notFound(name)
+	}
+	if en.status.Phase == Terminating {
+		en.mu.Unlock()
+		return nil, fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
+	}
+	now := e.clock.Now()
+	var changes []*Change
+	for _, r := range en.runners {
+		if r == nil {
+			continue
+		}
+		e.unscheduleLocked(r)
+		r.gen++
+		from := r.state.Result
+		r.state = probe.Initial(r.typ)
+		ps := &en.status.Probes[r.typ]
+		ps.Result, ps.HasInitialized = r.state.Result, false
+		if from != r.state.Result {
+			ps.LastTransitionTime = now
+			changes = append(changes, e.changeLocked(en, Event{
+				Kind: KindTransition, Probe: r.typ, From: from, To: r.state.Result,
+				Message: "target reset", Reason: ReasonReset,
+			}, false, now))
+		}
+	}
+	en.status.StartTime = now
+	en.wasReady = false
+	changes = append(changes, e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now))
+	e.startProbesLocked(en, now, false)
+	done, err := e.commits.submit(changes, true)
+	en.mu.Unlock()
+	if err == nil {
+		err = wait(ctx, done)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Get(ctx, name)
+}
+
+// Delete starts a graceful removal: the target becomes TERMINATING,
+// readiness is published as FAILURE at once (reason Terminating), every
+// probe stops, and the preStop sleep (bounded by the termination grace
+// period; none or 0 means at once) runs on the timer wheel, after which the
+// target is removed with a DELETED event. It returns once TERMINATING is
+// durable. Deleting a terminating target changes nothing.
+func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	en, err := e.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	en.mu.Lock()
+	if en.removed {
+		en.mu.Unlock()
+		return nil, notFound(name)
+	}
+	if en.status.Phase == Terminating {
+		en.mu.Unlock()
+		return e.Get(ctx, name)
+	}
+	now := e.clock.Now()
+	en.status.Phase = Terminating
+	en.status.DeleteTime = now
+	var changes []*Change
+	for _, r := range en.runners {
+		if r == nil {
+			continue
+		}
+		e.unscheduleLocked(r)
+		r.gen++
+		if r.typ == probe.Readiness && r.state.Result != probe.Failure {
+			from := r.state.Result
+			r.state.Result = probe.Failure
+			ps := &en.status.Probes[probe.Readiness]
+			ps.Result, ps.LastTransitionTime = probe.Failure, now
+			changes = append(changes, e.changeLocked(en, Event{
+				Kind: KindTransition, Probe: probe.Readiness, From: from, To: probe.Failure,
+				Message: "target is terminating", Reason: ReasonTerminating,
+			}, false, now))
+		}
+	}
+	changes = append(changes, e.changeLocked(en, Event{Kind: KindTerminating, Reason: ReasonTerminating}, false, now))
+	done, err := e.commits.submit(changes, true)
+	if err == nil {
+		e.scheduleDrainLocked(en, now)
+	}
+	en.mu.Unlock()
+	if err == nil {
+		err = wait(ctx, done)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Get(ctx, name)
+}
+
+// scheduleDrainLocked arms the preStop sleep of a terminating target,
+// counted from its deletion; en.mu held.
+func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
+	sleep, _ := en.spec.PreStopSleep()
+	sleep = min(sleep, en.spec.GracePeriod())
+	remaining := max(en.status.DeleteTime.Add(sleep).Sub(now), 0)
+	en.drain = e.wheel.After(remaining, func() { e.drains.push(en) })
+}
+
+// remove ends a drained target: DELETED is published, then the target and
+// its probes are gone.
+func (e *Engine) remove(ctx context.Context, en *entry) error {
+	en.mu.Lock()
+	if en.removed {
+		en.mu.Unlock()
+		return nil
+	}
+	en.drain = nil
+	now := e.clock.Now()
+	ch := e.changeLocked(en, Event{Kind: KindDeleted, Reason: ReasonTerminating}, false, now)
+	ch.Delete = true
+	done, err := e.commits.submit([]*Change{ch}, true)
+	en.mu.Unlock()
+	if err == nil {
+		err = wait(ctx, done)
+	}
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.targets[en.name] == en {
+		delete(e.targets, en.name)
+	}
+	e.mu.Unlock()
+	en.mu.Lock()
+	e.retireLocked(en)
+	en.mu.Unlock()
+	return nil
+}

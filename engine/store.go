@@ -1,0 +1,63 @@
+package engine
+
+import "context"
+
+// Store keeps what must survive a restart: every target's spec and durable
+// status, the event history and the revision counter. It speaks in
+// targets, statuses and events, not in buckets or keys, so an
+// implementation over bbolt (the embedded default), memory (tests) or etcd
+// (several replicas) slots in without touching the engine.
+//
+// The engine calls Load once, then Commit and Compact from one goroutine at
+// a time.
+type Store interface {
+	// Load returns everything stored. An unreadable or corrupt store is an
+	// error naming the file and the problem; it never reads as empty.
+	Load(ctx context.Context) (*Stored, error)
+	// Commit makes a batch of changes durable atomically (all or none) and
+	// returns only once they are (fsync'd). It assigns each change's event
+	// a revision strictly greater than every revision before it — strictly
+	// increasing, not necessarily contiguous — and records it with
+	// Change.SetRevision. It may fail with an error wrapping
+	// ErrOwnershipLost (use *OwnershipLostError to name the targets) when
+	// another replica owns some of the targets; nothing is written then.
+	Commit(ctx context.Context, changes []*Change) error
+	// Compact deletes the events with a revision below before.
+	Compact(ctx context.Context, before uint64) error
+	// Close releases the store; it is not usable afterwards.
+	Close() error
+}
+
+// Stored is what Load returns.
+type Stored struct {
+	Targets []*Target
+	// Events are the retained history, in revision order.
+	Events []Event
+	// Revision is the last revision assigned (at least that of every
+	// event, also of compacted ones); the next is greater.
+	Revision uint64
+}
+
+// Change is one durable change: a target's new state and the event that
+// tells of it.
+type Change struct {
+	Name string
+	// Target is the target after the change; nil when Delete.
+	Target *Target
+	// SpecChanged: Target.Spec is new (create, update) and must be written;
+	// otherwise only the status changed.
+	SpecChanged bool
+	// Delete removes the target; its events stay until compacted.
+	Delete bool
+	// Event is appended to the history.
+	Event Event
+}
+
+// SetRevision records the revision Commit assigned to the change: on the
+// event and on the target's status (which the event's Target shares).
+func (c *Change) SetRevision(rev uint64) {
+	c.Event.Revision = rev
+	if c.Target != nil {
+		c.Target.Status.Revision = rev
+	}
+}

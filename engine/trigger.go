@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/probed/probed/engine/probe"
+)
+
+// Trigger runs one probe of a target now and returns its outcome (applied
+// to the probe's state like any other) and the target after it. When the
+// probe is already running, Trigger waits for that run instead of starting
+// another: a probe never overlaps itself. A probe gated behind the startup
+// probe, or of a terminating target, is ErrFailedPrecondition.
+func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (probe.Outcome, *Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return probe.Outcome{}, nil, err
+	}
+	en, err := e.lookup(name)
+	if err != nil {
+		return probe.Outcome{}, nil, err
+	}
+	en.mu.Lock()
+	r := en.runners[typ]
+	switch {
+	case en.removed:
+		en.mu.Unlock()
+		return probe.Outcome{}, nil, notFound(name)
+	case r == nil:
+		en.mu.Unlock()
+		return probe.Outcome{}, nil, fmt.Errorf("target %q has no %s probe: %w", name, typ, ErrNotFound)
+	case en.status.Phase == Terminating:
+		en.mu.Unlock()
+		return probe.Outcome{}, nil, fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
+	case typ != probe.Startup && !en.status.Started():
+		en.mu.Unlock()
+		return probe.Outcome{}, nil, fmt.Errorf("the %s probe of target %q does not run until its startup probe has succeeded: %w", typ, name, ErrFailedPrecondition)
+	}
+	var out probe.Outcome
+	if r.running.CompareAndSwap(false, true) {
+		checker, timeout, gen := r.checker, r.eff.Timeout, r.gen
+		en.mu.Unlock()
+		start := e.clock.Now()
+		out = e.check(ctx, checker, timeout)
+		e.finish(context.WithoutCancel(ctx), r, gen, start, out)
+	} else {
+		ch := make(chan probe.Outcome, 1)
+		r.waiters = append(r.waiters, ch)
+		en.mu.Unlock()
+		select {
+		case out = <-ch:
+		case <-ctx.Done():
+			return probe.Outcome{}, nil, ctx.Err()
+		}
+	}
+	t, err := e.Get(ctx, name)
+	return out, t, err
+}
+
+// Watch opens a watcher (see WatchOptions and Watcher.Next). A Since older
+// than the retained history is a *CompactedError.
+func (e *Engine) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	return e.feed.watch(o, e.opts.WatchBuffer)
+}

@@ -1,0 +1,344 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// WatchOptions select what a watcher receives.
+type WatchOptions struct {
+	// Since 0 starts with a snapshot of the current state; N > 0 replays
+	// every retained event with revision >= N first.
+	Since uint64
+	// Names, when not empty, limits events to these targets.
+	Names []string
+	// Selector limits events to targets whose labels include all of it.
+	Selector map[string]string
+	// Kinds, when not empty, limits events to these kinds (snapshots are
+	// always sent).
+	Kinds []EventKind
+	// Buffer is how many live events may wait for the client before the
+	// watcher is ended as too slow; 0 means the engine's default.
+	Buffer int
+}
+
+// Batch is what Watcher.Next returns: events in revision order.
+type Batch struct {
+	Events []Event
+	// Snapshot: the events are part of the initial snapshot;
+	// SnapshotComplete marks its last batch.
+	Snapshot         bool
+	SnapshotComplete bool
+	// Revision: every event up to it has been returned or filtered out. A
+	// snapshot is consistent at it.
+	Revision uint64
+}
+
+// Batch sizes of Next.
+const (
+	maxBatch         = 1000
+	maxSnapshotBatch = 256
+)
+
+// Watcher is one client's stream of events. It is not safe for concurrent
+// use by several goroutines, except Close and Progress. The caller must
+// Close it (or cancel the engine) to release it.
+type Watcher struct {
+	f      *feed
+	filter watchFilter
+	max    int
+
+	// Snapshot and catch-up state, used only by the goroutine calling Next.
+	snapshot []*Target
+	snapRev  uint64
+	snapOpen bool   // snapshot batches remain (possibly zero targets)
+	cursor   uint64 // next revision to read from history while not synced
+	from     uint64 // events below it are never delivered
+	spare    []Event
+
+	mu       sync.Mutex // guards the fields below
+	synced   bool       // receives pushes; also in f.synced
+	queue    []Event
+	rev      uint64 // everything up to rev was queued, returned or filtered out
+	lastSent uint64 // revision of the last event returned by Next
+	err      error  // terminal
+	closed   bool
+	wake     chan struct{}
+}
+
+type watchFilter struct {
+	names    map[string]struct{}
+	selector map[string]string
+	kinds    map[EventKind]struct{}
+}
+
+func newWatchFilter(o WatchOptions) watchFilter {
+	var f watchFilter
+	if len(o.Names) > 0 {
+		f.names = make(map[string]struct{}, len(o.Names))
+		for _, n := range o.Names {
+			f.names[n] = struct{}{}
+		}
+	}
+	if len(o.Selector) > 0 {
+		f.selector = o.Selector
+	}
+	if len(o.Kinds) > 0 {
+		f.kinds = make(map[EventKind]struct{}, len(o.Kinds))
+		for _, k := range o.Kinds {
+			f.kinds[k] = struct{}{}
+		}
+	}
+	return f
+}
+
+func (f *watchFilter) matchTarget(name string, labels map[string]string) bool {
+	if f.names != nil {
+		if _, ok := f.names[name]; !ok {
+			return false
+		}
+	}
+	return matchLabels(labels, f.selector)
+}
+
+func (f *watchFilter) match(ev *Event) bool {
+	if f.kinds != nil {
+		if _, ok := f.kinds[ev.Kind]; !ok {
+			return false
+		}
+	}
+	return f.matchTarget(ev.Name, ev.Labels)
+}
+
+// watch registers a watcher. A Since older than the retained history is a
+// *CompactedError.
+func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
+	w := &Watcher{f: f, filter: newWatchFilter(o), max: buffer, wake: make(chan struct{}, 1)}
+	if o.Buffer > 0 {
+		w.max = o.Buffer
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed != nil {
+		return nil, f.closed
+	}
+	if o.Since == 0 {
+		f.view.Ascend(func(t *Target) bool {
+			if w.filter.matchTarget(t.Spec.Name, t.Spec.Labels) {
+				w.snapshot = append(w.snapshot, t)
+			}
+			return true
+		})
+		w.snapOpen = true
+		w.snapRev = f.rev
+		w.cursor = f.rev + 1
+	} else {
+		if o.Since <= f.hist.compacted {
+			return nil, &CompactedError{Requested: o.Since, Oldest: f.hist.oldest(f.rev + 1)}
+		}
+		w.cursor = o.Since
+	}
+	w.from = w.cursor
+	w.rev = w.cursor - 1
+	w.lastSent = w.cursor - 1
+	f.watched++
+	return w, nil
+}
+
+// Next blocks until events are available and returns them: first the
+// snapshot (Since 0) or the retained history (Since > 0), then live
+// events, with no gap and no duplicate at the seam. It fails with a
+// *SlowWatcherError when the client fell too far behind, ErrClosed when
+// the engine stops, or ctx's error. The returned slice is valid until the
+// next call.
+func (w *Watcher) Next(ctx context.Context) (Batch, error) {
+	if w.snapOpen {
+		return w.nextSnapshot(), nil
+	}
+	for !w.isSynced() {
+		b, err := w.catchUp()
+		if err != nil || len(b.Events) > 0 {
+			return b, err
+		}
+	}
+	for {
+		w.mu.Lock()
+		if len(w.queue) > 0 {
+			b := Batch{Events: w.queue, Revision: w.rev}
+			w.queue, w.spare = w.spare[:0], w.queue
+			w.lastSent = b.Events[len(b.Events)-1].Revision
+			w.mu.Unlock()
+			return b, nil
+		}
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return Batch{}, err
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return Batch{}, ctx.Err()
+		}
+	}
+}
+
+func (w *Watcher) nextSnapshot() Batch {
+	n := min(len(w.snapshot), maxSnapshotBatch)
+	b := Batch{Events: w.spare[:0], Snapshot: true, Revision: w.snapRev}
+	for _, t := range w.snapshot[:n] {
+		b.Events = append(b.Events, snapshotEvent(t))
+	}
+	w.spare = b.Events
+	clear(w.snapshot[:n])
+	w.snapshot = w.snapshot[n:]
+	if len(w.snapshot) == 0 {
+		w.snapOpen = false
+		w.snapshot = nil
+		b.SnapshotComplete = true
+	}
+	return b
+}
+
+func snapshotEvent(t *Target) Event {
+	return Event{
+		Revision: t.Status.Revision,
+		Name:     t.Spec.Name,
+		Kind:     KindSnapshot,
+		Started:  t.Status.Started(),
+		Ready:    t.Status.Ready(),
+		Live:     t.Status.Live(),
+		Labels:   t.Spec.Labels,
+		Target:   t,
+	}
+}
+
+func (w *Watcher) isSynced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.synced || w.err != nil
+}
+
+// catchUp reads the next events from history; when history has nothing
+// newer it registers the watcher for pushes, under the feed's lock, so no
+// event falls between the two.
+func (w *Watcher) catchUp() (Batch, error) {
+	f := w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed != nil {
+		return Batch{}, f.closed
+	}
+	if w.cursor <= f.hist.compacted {
+		// History moved past us while we were catching up.
+		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max}
+	}
+	read := f.hist.read(w.spare[:0], w.cursor, maxBatch)
+	b := Batch{Events: read[:0]}
+	for i := range read {
+		if w.filter.match(&read[i]) {
+			b.Events = append(b.Events, read[i])
+		}
+	}
+	w.spare = b.Events
+	if len(read) > 0 {
+		last := read[len(read)-1].Revision
+		w.cursor = last + 1
+		b.Revision = last
+	}
+	if len(read) < maxBatch {
+		// Caught up with everything published.
+		w.mu.Lock()
+		w.synced = true
+		w.rev = max(w.rev, f.rev, b.Revision)
+		b.Revision = w.rev
+		w.mu.Unlock()
+		f.synced[w] = struct{}{}
+	}
+	w.mu.Lock()
+	if len(b.Events) > 0 {
+		w.lastSent = b.Events[len(b.Events)-1].Revision
+	}
+	w.mu.Unlock()
+	return b, nil
+}
+
+// pushLocked queues ev if it matches; f.mu and not w.mu held. It reports
+// false when the watcher must leave the synced set (too slow or failed).
+func (w *Watcher) pushLocked(ev *Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return false
+	}
+	if ev.Revision < w.from || !w.filter.match(ev) {
+		return true
+	}
+	if len(w.queue) >= w.max {
+		w.err = &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max}
+		w.queue = nil
+		w.signal()
+		return false
+	}
+	w.queue = append(w.queue, *ev)
+	w.signal()
+	return true
+}
+
+// advanceLocked records that everything up to rev was seen; f.mu held.
+func (w *Watcher) advanceLocked(rev uint64) {
+	w.mu.Lock()
+	w.rev = max(w.rev, rev)
+	w.mu.Unlock()
+}
+
+func (w *Watcher) failLocked(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.signal()
+}
+
+func (w *Watcher) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Progress returns the revision up to which the watcher has been given
+// every event (or filtered it out), for progress notifications on an idle
+// stream; while events are pending it is the last one returned.
+func (w *Watcher) Progress() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.synced || len(w.queue) > 0 {
+		return w.lastSent
+	}
+	return w.rev
+}
+
+// Close releases the watcher. Next must not be called afterwards.
+func (w *Watcher) Close() {
+	f := w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.synced[w]; ok {
+		delete(f.synced, w)
+	}
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		f.watched--
+	}
+	if w.err == nil {
+		w.err = ErrClosed
+	}
+	w.queue = nil
+	w.mu.Unlock()
+	w.snapshot = slices.Delete(w.snapshot, 0, len(w.snapshot))
+}

@@ -1,0 +1,64 @@
+// Package wheel is the probing engine's scheduler: a sharded, hierarchical,
+// hashed timing wheel that fires periodic items (probes) and one-shot timers
+// without a goroutine, timer, channel or allocation per item.
+//
+// # Ticks and slots
+//
+// Time is cut into ticks (WithTick, 1ms by default) counted from the epoch,
+// the clock reading taken by New. An item whose next fire is due at Due is
+// linked into the slot of the first tick boundary at or after Due, so it
+// fires at most one tick (plus the wake-up latency of the driver) late and
+// never early. Internally every time is an int64 count of nanoseconds since
+// the epoch; time.Time only appears at the API.
+//
+// Each shard keeps two levels of slots (WithSlots, 4096 per level by
+// default). Level 0 has one slot per tick and holds the items due within one
+// revolution (4.096s at the defaults). Level 1 has one slot per revolution of
+// level 0 and holds the items due later; when level 0 starts a revolution the
+// matching level-1 slot is cascaded into it. An item due further out than one
+// revolution of level 1 (4.66h at the defaults) stays in its level-1 slot for
+// as many rounds as it needs, so any period up to MaxPeriod (about 68 years)
+// works, and each item is touched at most once per level-1 round.
+//
+// Slots are intrusive doubly linked lists of int32 indexes into a per-shard
+// slab of 32-byte nodes, so linking, unlinking and firing are O(1), and a bit
+// per slot marks the non-empty ones so the driver can find the next due slot
+// by scanning a few words.
+//
+// # Sharding and drivers
+//
+// An item with ID id lives in shard id % shards, at index id / shards of that
+// shard's slab. Each shard has its own mutex and one driver goroutine
+// started by Run (at most GOMAXPROCS shards). A driver sleeps on one reused
+// clock timer until the next non-empty slot (or an hour when the shard is
+// empty); inserting an earlier item wakes it through a one-slot channel. When
+// it wakes it collects the due items of every tick that has passed, advances
+// their schedules, releases the lock and hands the batch to Dispatch.
+//
+// Schedules are fixed rate: the n-th fire of an item is due at
+// firstAt + n*period exactly, with no drift. When the driver falls behind by
+// more than a period, the item fires once, late, and its next fire moves to
+// the first point of its grid after the current tick; the points passed over
+// are counted in Stats.Missed.
+//
+// # Busy items
+//
+// A fired item is busy until Done is called for it. A due fire of a busy item
+// is skipped and counted in Stats.Skipped, never queued, and its schedule
+// still advances on its grid, so a slow probe never runs twice at once and
+// never builds a backlog.
+//
+// # Phase spreading
+//
+// Spread starts an item at start + hash(id) mod period, where hash is a fixed
+// mixing function of the id. Items registered together (a mass create, a
+// restart with 100,000 items) are spread uniformly over their period instead
+// of firing in the same tick, and an item keeps its phase across restarts.
+//
+// # Testing
+//
+// All time comes from the clockwork.Clock given to New. While it waits, each
+// driver holds exactly one timer of that clock, so with a fake clock
+// BlockUntilContext(ctx, w.Shards()) returns once every driver is parked;
+// Advance then wakes them. Fires reach Dispatch asynchronously after Advance.
+package wheel

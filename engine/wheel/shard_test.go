@@ -1,0 +1,111 @@
+package wheel_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/engine/wheel"
+)
+
+func TestShardsFireTheirOwnIDs(t *testing.T) {
+	h := newHarness(t, true).start()
+	ids := []wheel.ID{0, 1, 2, 3, 4, 5, 1000, 1001, 65_535, 300_001}
+	for _, id := range ids {
+		if err := h.w.Schedule(id, at(time.Millisecond), time.Second); err != nil {
+			t.Fatalf("Schedule(%d) = %v", id, err)
+		}
+	}
+	h.advance(time.Millisecond)
+	got := map[wheel.ID]int{}
+	for _, f := range h.drain() {
+		got[f.ID]++
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("id %d fired %d times, want 1 (all: %v)", id, got[id], got)
+		}
+	}
+	if len(got) != len(ids) {
+		t.Errorf("%d ids fired, want %d", len(got), len(ids))
+	}
+}
+
+func TestEarlierItemWakesSleepingDriver(t *testing.T) {
+	h := newHarness(t, true, wheel.WithShards(1)).start()
+	// The idle driver sleeps for an hour; a new item due in 3ms must wake it.
+	if err := h.w.Schedule(1, at(3*time.Millisecond), time.Hour); err != nil {
+		t.Fatalf("Schedule() = %v", err)
+	}
+	expectFires(t, h, 1, time.Millisecond, 3*time.Millisecond)
+	// Same from inside Dispatch: a fire of 1 schedules 2 for 1ms later.
+	h2 := newHarness(t, true, wheel.WithShards(1))
+	h2.onFire = func(f wheel.Fire) {
+		if f.ID == 1 {
+			_ = h2.w.Schedule(2, f.Due.Add(time.Millisecond), time.Hour)
+		}
+	}
+	h2.start()
+	if err := h2.w.Schedule(1, at(5*time.Millisecond), time.Hour); err != nil {
+		t.Fatalf("Schedule() = %v", err)
+	}
+	h2.advanceTo(at(5 * time.Millisecond))
+	h2.advanceTo(at(6 * time.Millisecond))
+	if got := ids(h2.drain()); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Errorf("fires = %v, want [1 2]", got)
+	}
+}
+
+// BenchmarkFire measures the fire path: 100,000 items with a 100ms period
+// spread over a 1ms-tick wheel on a fake clock, so each op (one tick)
+// fires about 1,000 items; Dispatch calls Done for each. ns/fire includes
+// the fake clock's own cost per tick.
+func BenchmarkFire(b *testing.B) {
+	const (
+		n      = 100_000
+		period = 100 * time.Millisecond
+	)
+	clock := clockwork.NewFakeClockAt(epoch)
+	var fires atomic.Int64
+	var w *wheel.Wheel
+	w = wheel.New(clock, func(fs []wheel.Fire) {
+		fires.Add(int64(len(fs)))
+		for _, f := range fs {
+			w.Done(f.ID)
+		}
+	})
+	for id := range wheel.ID(n) {
+		if err := w.Spread(id, epoch, period); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	park := func() {
+		if err := clock.BlockUntilContext(ctx, w.Shards()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range period / time.Millisecond { // one warm-up period
+		park()
+		clock.Advance(time.Millisecond)
+	}
+	park()
+	fires.Store(0)
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		clock.Advance(time.Millisecond)
+		park()
+	}
+	elapsed := time.Since(start)
+	if f := fires.Load(); f > 0 {
+		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(f), "ns/fire")
+		b.ReportMetric(float64(f)/float64(b.N), "fires/op")
+	}
+}

@@ -1,0 +1,234 @@
+package wheel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// ID identifies a scheduled item. IDs are dense indexes chosen by the caller
+// (the engine allocates them from a free list): each shard's slab grows to
+// the highest ID it has seen, so sparse IDs waste memory.
+type ID uint32
+
+// MaxID is the largest ID the wheel accepts.
+const MaxID ID = 1<<22 - 1
+
+// MaxPeriod is the longest period the wheel accepts (about 68 years).
+const MaxPeriod = math.MaxInt32 * time.Second
+
+// maxOffset bounds due times, in ns from the epoch either way (about 146
+// years), so that due + period never overflows.
+const maxOffset = 1 << 62
+
+// Errors returned by the wheel; they are wrapped with details, so test them
+// with errors.Is.
+var (
+	ErrInvalidID     = errors.New("wheel: id out of range")
+	ErrInvalidPeriod = errors.New("wheel: period out of range")
+	ErrInvalidTime   = errors.New("wheel: time out of range")
+	ErrNotScheduled  = errors.New("wheel: id not scheduled")
+	ErrRunning       = errors.New("wheel: already running")
+)
+
+// Fire is one due fire of an item.
+type Fire struct {
+	ID  ID
+	Due time.Time // the scheduled time of this fire, on the item's grid
+}
+
+// Dispatch receives the due fires of one shard, on that shard's driver
+// goroutine, with no wheel lock held: normally those of one tick, or of every
+// tick passed when the driver catches up. It must not block (it should hand
+// the work off), and it must not keep the slice, which is reused after it
+// returns. It may call any Wheel method, including Done and Cancel. A fire
+// already in the slice is delivered even if its item is cancelled meanwhile.
+type Dispatch func(fires []Fire)
+
+// Wheel schedules periodic items and one-shot timers. Its methods are safe
+// for concurrent use, including from inside Dispatch and timer functions.
+// All of them except Run and Stats are O(1).
+type Wheel struct {
+	clock    clockwork.Clock
+	epoch    time.Time // tick 0
+	tick     int64     // ns per tick
+	dispatch Dispatch
+	shards   []*shard
+	nshards  uint32
+	next     atomic.Uint32 // round robin of After over the shards
+	running  atomic.Bool
+}
+
+// New returns a wheel that reads time from clock and hands due fires to
+// dispatch. Its epoch (tick 0) is clock.Now(). Items can be scheduled before
+// Run; nothing fires until Run.
+func New(clock clockwork.Clock, dispatch Dispatch, opts ...Option) *Wheel {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	w := &Wheel{
+		clock:    clock,
+		epoch:    clock.Now(),
+		tick:     int64(o.tick),
+		dispatch: dispatch,
+		shards:   make([]*shard, o.shards),
+		nshards:  uint32(o.shards),
+	}
+	for i := range w.shards {
+		w.shards[i] = newShard(w, uint32(i), o.slots)
+	}
+	return w
+}
+
+// Shards returns the number of shards, which is also the number of driver
+// goroutines and of clock timers Run holds while the wheel is idle.
+func (w *Wheel) Shards() int { return len(w.shards) }
+
+// Run starts one driver goroutine per shard and blocks until ctx is done;
+// then it stops the drivers, waits for them (and so for any running Dispatch
+// call) and returns nil. It returns ErrRunning if the wheel is already
+// running. The wheel may be run again after Run returns; fires that fell due
+// meanwhile are handled as late.
+func (w *Wheel) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer w.running.Store(false)
+	var wg sync.WaitGroup
+	for _, s := range w.shards {
+		wg.Go(func() { s.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Schedule schedules id periodically at a fixed rate: its n-th fire is due at
+// firstAt + n*period exactly. It replaces any existing schedule of id but
+// keeps its busy state. A firstAt in the past fires on the next tick, late.
+func (w *Wheel) Schedule(id ID, firstAt time.Time, period time.Duration) error {
+	if err := checkItem(id, period); err != nil {
+		return err
+	}
+	due, err := w.offset(firstAt)
+	if err != nil {
+		return err
+	}
+	s, i := w.locate(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items.grow(i)
+	s.items.unlink(i)
+	s.setLocked(i, due, int64(period))
+	return nil
+}
+
+// Reschedule moves the schedule of id: its next fire is due at nextAt, then
+// every period. It returns ErrNotScheduled if id is not scheduled.
+func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error {
+	if err := checkItem(id, period); err != nil {
+		return err
+	}
+	due, err := w.offset(nextAt)
+	if err != nil {
+		return err
+	}
+	s, i := w.locate(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.scheduledLocked(i) {
+		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
+	}
+	s.items.unlink(i)
+	s.setLocked(i, due, int64(period))
+	return nil
+}
+
+// Update changes the period of id keeping its phase: the next fire is due at
+// the previous grid point plus the new period, or, if that is in the past,
+// at the first point of the new grid that is not. It returns ErrNotScheduled
+// if id is not scheduled.
+func (w *Wheel) Update(id ID, period time.Duration) error {
+	if err := checkItem(id, period); err != nil {
+		return err
+	}
+	now := int64(w.clock.Since(w.epoch))
+	s, i := w.locate(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.scheduledLocked(i) {
+		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
+	}
+	n := &s.items.nodes[i]
+	p := int64(period)
+	prev := n.due - n.period
+	due := prev + p
+	if due < now {
+		due = prev + ceilDiv(now-prev, p)*p
+	}
+	s.items.unlink(i)
+	s.setLocked(i, due, p)
+	return nil
+}
+
+// Cancel removes the schedule of id and clears its busy state; a later Done
+// for id is then a no-op until id fires again. It reports whether id was
+// scheduled.
+func (w *Wheel) Cancel(id ID) bool {
+	if id > MaxID {
+		return false
+	}
+	s, i := w.locate(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(i) >= len(s.items.nodes) {
+		return false
+	}
+	s.items.nodes[i].busy = false
+	return s.items.unlink(i)
+}
+
+// Done marks the run dispatched for id as finished, so id fires again at
+// its next due time. Until then id is busy and its due fires are skipped.
+// Done on an id that is not busy is a no-op.
+func (w *Wheel) Done(id ID) {
+	if id > MaxID {
+		return
+	}
+	s, i := w.locate(id)
+	s.mu.Lock()
+	if int(i) < len(s.items.nodes) {
+		s.items.nodes[i].busy = false
+	}
+	s.mu.Unlock()
+}
+
+// locate returns the shard of id and its index in that shard's slab.
+func (w *Wheel) locate(id ID) (*shard, int32) {
+	return w.shards[uint32(id)%w.nshards], int32(uint32(id) / w.nshards)
+}
+
+// offset converts t to ns since the epoch.
+func (w *Wheel) offset(t time.Time) (int64, error) {
+	d := int64(t.Sub(w.epoch))
+	if d > maxOffset || d < -maxOffset {
+		return 0, fmt.Errorf("%w: %v", ErrInvalidTime, t)
+	}
+	return d, nil
+}
+
+func checkItem(id ID, period time.Duration) error {
+	if id > MaxID {
+		return fmt.Errorf("%w: %d > MaxID %d", ErrInvalidID, id, MaxID)
+	}
+	if period <= 0 || period > MaxPeriod {
+		return fmt.Errorf("%w: %v", ErrInvalidPeriod, period)
+	}
+	return nil
+}

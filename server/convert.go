@@ -1,0 +1,379 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// This file converts between the API (probev1) and the domain (engine).
+// Conversions never fail: whatever the API can express is converted and
+// the engine's validation names what is wrong, with the API's JSON paths.
+
+// toSpec converts a target as a client sent it; its status is ignored.
+func toSpec(t *probev1.Target) *target.Spec {
+	s := &target.Spec{
+		Name:                          t.GetName(),
+		Labels:                        maps.Clone(t.GetLabels()),
+		StartupProbe:                  toProbe(t.GetStartupProbe()),
+		LivenessProbe:                 toProbe(t.GetLivenessProbe()),
+		ReadinessProbe:                toProbe(t.GetReadinessProbe()),
+		TerminationGracePeriodSeconds: copyPtr(t.TerminationGracePeriodSeconds),
+	}
+	if len(s.Labels) == 0 {
+		s.Labels = nil
+	}
+	if l := t.GetLifecycle(); l != nil {
+		s.Lifecycle = &target.Lifecycle{}
+		if ps := l.GetPreStop(); ps != nil {
+			s.Lifecycle.PreStop = &target.Handler{}
+			if sl := ps.GetSleep(); sl != nil {
+				s.Lifecycle.PreStop.Sleep = &target.SleepAction{Seconds: sl.GetSeconds()}
+			}
+		}
+	}
+	return s
+}
+
+func toProbe(p *probev1.Probe) *probe.Spec {
+	if p == nil {
+		return nil
+	}
+	s := &probe.Spec{
+		InitialDelaySeconds:            p.GetInitialDelaySeconds(),
+		TimeoutSeconds:                 p.GetTimeoutSeconds(),
+		PeriodSeconds:                  p.GetPeriodSeconds(),
+		SuccessThreshold:               p.GetSuccessThreshold(),
+		FailureThreshold:               p.GetFailureThreshold(),
+		InitialDelayMilliseconds:       copyPtr(p.InitialDelayMilliseconds),
+		TimeoutMilliseconds:            copyPtr(p.TimeoutMilliseconds),
+		PeriodMilliseconds:             copyPtr(p.PeriodMilliseconds),
+		InitializationFailureThreshold: copyPtr(p.InitializationFailureThreshold),
+		InitialPeriodSeconds:           copyPtr(p.InitialPeriodSeconds),
+		InitialPeriodMilliseconds:      copyPtr(p.InitialPeriodMilliseconds),
+	}
+	switch h := p.GetHandler().(type) {
+	case *probev1.Probe_HttpGet:
+		g := h.HttpGet
+		s.Handler.HTTPGet = &probe.HTTPGet{
+			Host:             g.GetHost(),
+			Port:             g.GetPort(),
+			Path:             g.GetPath(),
+			Scheme:           toScheme(g.GetScheme()),
+			ExpectedBody:     g.GetExpectedBody(),
+			DisableKeepAlive: g.GetDisableKeepAlive(),
+			TLS:              toTLS(g.GetTls()),
+		}
+		for _, hd := range g.GetHttpHeaders() {
+			s.Handler.HTTPGet.Headers = append(s.Handler.HTTPGet.Headers, probe.Header{Name: hd.GetName(), Value: hd.GetValue()})
+		}
+	case *probev1.Probe_TcpSocket:
+		s.Handler.TCPSocket = &probe.TCPSocket{Host: h.TcpSocket.GetHost(), Port: h.TcpSocket.GetPort()}
+	case *probev1.Probe_Grpc:
+		s.Handler.GRPC = &probe.GRPC{Host: h.Grpc.GetHost(), Port: h.Grpc.GetPort(), Service: copyPtr(h.Grpc.Service), TLS: toTLS(h.Grpc.GetTls())}
+	case *probev1.Probe_Exec:
+		s.Handler.Exec = &probe.Exec{Command: append([]string(nil), h.Exec.GetCommand()...)}
+	}
+	return s
+}
+
+func toScheme(s probev1.Scheme) probe.Scheme {
+	switch s {
+	case probev1.Scheme_SCHEME_UNSPECIFIED:
+		return ""
+	case probev1.Scheme_SCHEME_HTTP:
+		return probe.SchemeHTTP
+	case probev1.Scheme_SCHEME_HTTPS:
+		return probe.SchemeHTTPS
+	default:
+		return probe.Scheme(fmt.Sprintf("Scheme(%d)", int32(s))) // rejected by validation
+	}
+}
+
+func toTLS(t *probev1.TLSConfig) *probe.TLS {
+	if t == nil {
+		return nil
+	}
+	return &probe.TLS{CAPEM: t.GetCaPem(), InsecureSkipVerify: t.GetInsecureSkipVerify(), ServerName: t.GetServerName()}
+}
+
+// toProbeType converts a probe type; ok is false for UNSPECIFIED and
+// unknown values.
+func toProbeType(t probev1.ProbeType) (probe.Type, bool) {
+	switch t {
+	case probev1.ProbeType_PROBE_TYPE_STARTUP:
+		return probe.Startup, true
+	case probev1.ProbeType_PROBE_TYPE_LIVENESS:
+		return probe.Liveness, true
+	case probev1.ProbeType_PROBE_TYPE_READINESS:
+		return probe.Readiness, true
+	default:
+		return 0, false
+	}
+}
+
+func toEventKind(k probev1.EventKind) (engine.EventKind, bool) {
+	switch k {
+	case probev1.EventKind_EVENT_KIND_SNAPSHOT:
+		return engine.KindSnapshot, true
+	case probev1.EventKind_EVENT_KIND_TRANSITION:
+		return engine.KindTransition, true
+	case probev1.EventKind_EVENT_KIND_INITIALIZED:
+		return engine.KindInitialized, true
+	case probev1.EventKind_EVENT_KIND_CREATED:
+		return engine.KindCreated, true
+	case probev1.EventKind_EVENT_KIND_UPDATED:
+		return engine.KindUpdated, true
+	case probev1.EventKind_EVENT_KIND_RESET:
+		return engine.KindReset, true
+	case probev1.EventKind_EVENT_KIND_TERMINATING:
+		return engine.KindTerminating, true
+	case probev1.EventKind_EVENT_KIND_DELETED:
+		return engine.KindDeleted, true
+	default:
+		return 0, false
+	}
+}
+
+// fromTarget converts a target with its status.
+func fromTarget(t *engine.Target) *probev1.Target {
+	s := t.Spec
+	out := &probev1.Target{
+		Name:                          s.Name,
+		Labels:                        maps.Clone(s.Labels),
+		StartupProbe:                  fromProbe(s.StartupProbe),
+		LivenessProbe:                 fromProbe(s.LivenessProbe),
+		ReadinessProbe:                fromProbe(s.ReadinessProbe),
+		TerminationGracePeriodSeconds: copyPtr(s.TerminationGracePeriodSeconds),
+		Status:                        fromStatus(&t.Status, s),
+	}
+	if l := s.Lifecycle; l != nil {
+		out.Lifecycle = &probev1.Lifecycle{}
+		if l.PreStop != nil {
+			out.Lifecycle.PreStop = &probev1.LifecycleHandler{}
+			if l.PreStop.Sleep != nil {
+				out.Lifecycle.PreStop.Action = &probev1.LifecycleHandler_Sleep{Sleep: &probev1.SleepAction{Seconds: l.PreStop.Sleep.Seconds}}
+			}
+		}
+	}
+	return out
+}
+
+func fromProbe(p *probe.Spec) *probev1.Probe {
+	if p == nil {
+		return nil
+	}
+	out := &probev1.Probe{
+		InitialDelaySeconds:            p.InitialDelaySeconds,
+		TimeoutSeconds:                 p.TimeoutSeconds,
+		PeriodSeconds:                  p.PeriodSeconds,
+		SuccessThreshold:               p.SuccessThreshold,
+		FailureThreshold:               p.FailureThreshold,
+		InitialDelayMilliseconds:       copyPtr(p.InitialDelayMilliseconds),
+		TimeoutMilliseconds:            copyPtr(p.TimeoutMilliseconds),
+		PeriodMilliseconds:             copyPtr(p.PeriodMilliseconds),
+		InitializationFailureThreshold: copyPtr(p.InitializationFailureThreshold),
+		InitialPeriodSeconds:           copyPtr(p.InitialPeriodSeconds),
+		InitialPeriodMilliseconds:      copyPtr(p.InitialPeriodMilliseconds),
+	}
+	h := p.Handler
+	switch {
+	case h.HTTPGet != nil:
+		g := &probev1.HTTPGetAction{
+			Host:             h.HTTPGet.Host,
+			Port:             h.HTTPGet.Port,
+			Path:             h.HTTPGet.Path,
+			Scheme:           fromScheme(h.HTTPGet.Scheme),
+			ExpectedBody:     h.HTTPGet.ExpectedBody,
+			DisableKeepAlive: h.HTTPGet.DisableKeepAlive,
+			Tls:              fromTLS(h.HTTPGet.TLS),
+		}
+		for _, hd := range h.HTTPGet.Headers {
+			g.HttpHeaders = append(g.HttpHeaders, &probev1.HTTPHeader{Name: hd.Name, Value: hd.Value})
+		}
+		out.Handler = &probev1.Probe_HttpGet{HttpGet: g}
+	case h.TCPSocket != nil:
+		out.Handler = &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: h.TCPSocket.Host, Port: h.TCPSocket.Port}}
+	case h.GRPC != nil:
+		out.Handler = &probev1.Probe_Grpc{Grpc: &probev1.GRPCAction{Host: h.GRPC.Host, Port: h.GRPC.Port, Service: copyPtr(h.GRPC.Service), Tls: fromTLS(h.GRPC.TLS)}}
+	case h.Exec != nil:
+		out.Handler = &probev1.Probe_Exec{Exec: &probev1.ExecAction{Command: append([]string(nil), h.Exec.Command...)}}
+	}
+	return out
+}
+
+func fromScheme(s probe.Scheme) probev1.Scheme {
+	switch s {
+	case probe.SchemeHTTP:
+		return probev1.Scheme_SCHEME_HTTP
+	case probe.SchemeHTTPS:
+		return probev1.Scheme_SCHEME_HTTPS
+	default:
+		return probev1.Scheme_SCHEME_UNSPECIFIED
+	}
+}
+
+func fromTLS(t *probe.TLS) *probev1.TLSConfig {
+	if t == nil {
+		return nil
+	}
+	return &probev1.TLSConfig{CaPem: t.CAPEM, InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName}
+}
+
+func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
+	return &probev1.TargetStatus{
+		Phase:      fromPhase(s.Phase),
+		Started:    s.Started(),
+		Ready:      s.Ready(),
+		Live:       s.Live(),
+		Startup:    fromProbeStatus(&s.Probes[probe.Startup], spec.StartupProbe),
+		Liveness:   fromProbeStatus(&s.Probes[probe.Liveness], spec.LivenessProbe),
+		Readiness:  fromProbeStatus(&s.Probes[probe.Readiness], spec.ReadinessProbe),
+		Revision:   s.Revision,
+		CreateTime: timestamp(s.CreateTime),
+		StartTime:  timestamp(s.StartTime),
+		DeleteTime: timestamp(s.DeleteTime),
+	}
+}
+
+func fromPhase(p engine.Phase) probev1.Phase {
+	switch p {
+	case engine.Active:
+		return probev1.Phase_PHASE_ACTIVE
+	case engine.Terminating:
+		return probev1.Phase_PHASE_TERMINATING
+	default:
+		return probev1.Phase_PHASE_UNSPECIFIED
+	}
+}
+
+// fromProbeStatus converts the status of a probe; the effective timing is
+// computed from its spec, so it is right also for statuses that carry only
+// the durable fields (events, snapshots).
+func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStatus {
+	if !p.Present || spec == nil {
+		return nil
+	}
+	return &probev1.ProbeStatus{
+		Result:               fromResult(p.Result),
+		Effective:            fromEffective(spec.Effective()),
+		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
+		ConsecutiveFailures:  p.ConsecutiveFailures,
+		HasInitialized:       p.HasInitialized,
+		LastProbeTime:        timestamp(p.LastProbeTime),
+		LastTransitionTime:   timestamp(p.LastTransitionTime),
+		LastMessage:          p.LastMessage,
+		LastLatency:          duration(p.LastLatency),
+		ProbesTotal:          p.ProbesTotal,
+	}
+}
+
+func fromEffective(e probe.Effective) *probev1.Effective {
+	return &probev1.Effective{
+		InitialDelay:                   durationpb.New(e.InitialDelay),
+		Period:                         durationpb.New(e.Period),
+		Timeout:                        durationpb.New(e.Timeout),
+		InitialPeriod:                  durationpb.New(e.InitialPeriod),
+		SuccessThreshold:               e.SuccessThreshold,
+		FailureThreshold:               e.FailureThreshold,
+		InitializationFailureThreshold: e.InitializationFailureThreshold,
+	}
+}
+
+func fromResult(r probe.Result) probev1.Result {
+	switch r {
+	case probe.Success:
+		return probev1.Result_RESULT_SUCCESS
+	case probe.Failure:
+		return probev1.Result_RESULT_FAILURE
+	default:
+		return probev1.Result_RESULT_UNKNOWN
+	}
+}
+
+func fromProbeType(t probe.Type) probev1.ProbeType {
+	switch t {
+	case probe.Startup:
+		return probev1.ProbeType_PROBE_TYPE_STARTUP
+	case probe.Liveness:
+		return probev1.ProbeType_PROBE_TYPE_LIVENESS
+	case probe.Readiness:
+		return probev1.ProbeType_PROBE_TYPE_READINESS
+	default:
+		return probev1.ProbeType_PROBE_TYPE_UNSPECIFIED
+	}
+}
+
+var eventKinds = map[engine.EventKind]probev1.EventKind{
+	engine.KindSnapshot:    probev1.EventKind_EVENT_KIND_SNAPSHOT,
+	engine.KindTransition:  probev1.EventKind_EVENT_KIND_TRANSITION,
+	engine.KindInitialized: probev1.EventKind_EVENT_KIND_INITIALIZED,
+	engine.KindCreated:     probev1.EventKind_EVENT_KIND_CREATED,
+	engine.KindUpdated:     probev1.EventKind_EVENT_KIND_UPDATED,
+	engine.KindReset:       probev1.EventKind_EVENT_KIND_RESET,
+	engine.KindTerminating: probev1.EventKind_EVENT_KIND_TERMINATING,
+	engine.KindDeleted:     probev1.EventKind_EVENT_KIND_DELETED,
+}
+
+func fromEvent(ev *engine.Event) *probev1.Event {
+	out := &probev1.Event{
+		Revision: ev.Revision,
+		Time:     timestamp(ev.Time),
+		Name:     ev.Name,
+		Kind:     eventKinds[ev.Kind],
+		Message:  ev.Message,
+		Reason:   ev.Reason,
+		Started:  ev.Started,
+		Ready:    ev.Ready,
+		Live:     ev.Live,
+	}
+	if ev.Kind == engine.KindTransition || ev.Kind == engine.KindInitialized {
+		out.ProbeType = fromProbeType(ev.Probe)
+		out.From = fromResult(ev.From)
+		out.To = fromResult(ev.To)
+		out.Consecutive = ev.Consecutive
+		out.Latency = duration(ev.Latency)
+	}
+	if ev.Target != nil {
+		out.Target = fromTarget(ev.Target)
+	}
+	return out
+}
+
+func fromOutcome(o probe.Outcome, at time.Time) *probev1.Outcome {
+	return &probev1.Outcome{Result: fromResult(o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func duration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func listOptions(after string, limit int, selector map[string]string) engine.ListOptions {
+	return engine.ListOptions{After: after, Limit: limit, Selector: selector}
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/field"
+)
+
+// errorDomain is the domain of the ErrorInfo details probed sends.
+const errorDomain = "probed.dev"
+
+// Reasons of ErrorInfo details.
+const (
+	ReasonCompacted   = "REVISION_COMPACTED"
+	ReasonSlowWatcher = "WATCHER_TOO_SLOW"
+)
+
+// toStatus is the one place where domain errors become gRPC statuses.
+// Invalid requests carry a google.rpc.BadRequest with one field violation
+// per problem; a compacted revision and a slow watcher carry an ErrorInfo
+// whose metadata holds the revisions to resume from.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var (
+		list      *field.ListError
+		compacted *engine.CompactedError
+		slow      *engine.SlowWatcherError
+	)
+	switch {
+	case errors.As(err, &list):
+		br := &errdetails.BadRequest{}
+		for _, fe := range list.List {
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+				Field:       fe.Field,
+				Description: fe.Description(),
+			})
+		}
+		return withDetails(codes.InvalidArgument, err.Error(), br)
+	case errors.Is(err, engine.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &compacted):
+		return withDetails(codes.OutOfRange, err.Error(), &errdetails.ErrorInfo{
+			Reason: ReasonCompacted,
+			Domain: errorDomain,
+			Metadata: map[string]string{
+				"requested_revision": strconv.FormatUint(compacted.Requested, 10),
+				"oldest_revision":    strconv.FormatUint(compacted.Oldest, 10),
+			},
+		})
+	case errors.As(err, &slow):
+		return withDetails(codes.ResourceExhausted, err.Error(), &errdetails.ErrorInfo{
+			Reason: ReasonSlowWatcher,
+			Domain: errorDomain,
+			Metadata: map[string]string{
+				"last_revision":   strconv.FormatUint(slow.LastRevision, 10),
+				"resume_revision": strconv.FormatUint(slow.LastRevision+1, 10),
+			},
+		})
+	case errors.Is(err, engine.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, engine.ErrAlreadyExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, engine.ErrFailedPrecondition):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrResourceExhausted):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, engine.ErrClosed):
+		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
+	case errors.Is(err, engine.ErrOwnershipLost):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+func withDetails(code codes.Code, msg string, detail protoadapt.MessageV1) error {
+	st, err := status.New(code, msg).WithDetails(detail)
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}

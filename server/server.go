@@ -1,0 +1,72 @@
+// Package server is probed's gRPC adapter: it converts between the API
+// (probe.v1) and the engine, and maps domain errors to gRPC status codes
+// in one place (errors.go). It holds no state of its own.
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"google.golang.org/grpc"
+
+	"github.com/probed/probed/engine"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// DefaultProgressInterval is how often an idle Watch stream gets a
+// progress notification (etcd's progress notify).
+const DefaultProgressInterval = 10 * time.Second
+
+// Options tune a Server.
+type Options struct {
+	Clock            clockwork.Clock // default: real clock
+	ProgressInterval time.Duration   // default: DefaultProgressInterval
+	Logger           *slog.Logger
+	// Observer is told about watch streams, for metrics; may be nil.
+	Observer Observer
+}
+
+// Observer receives what the server does, for metrics.
+type Observer interface {
+	// WatchStarted and WatchEnded bracket a Watch stream.
+	WatchStarted()
+	WatchEnded()
+	// EventsSent is called after events were sent on a stream.
+	EventsSent(n int)
+}
+
+// Server implements probe.v1.ProbeService over an engine.
+type Server struct {
+	probev1.UnimplementedProbeServiceServer
+	engine *engine.Engine
+	opts   Options
+}
+
+// New returns a server for e.
+func New(e *engine.Engine, opts Options) *Server {
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = DefaultProgressInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	return &Server{engine: e, opts: opts}
+}
+
+// Register registers the ProbeService on g.
+func (s *Server) Register(g *grpc.Server) {
+	probev1.RegisterProbeServiceServer(g, s)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) WatchStarted()  {}
+func (nopObserver) WatchEnded()    {}
+func (nopObserver) EventsSent(int) {}

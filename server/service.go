@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/probed/probed/engine/field"
+	"github.com/probed/probed/engine/target"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// List page sizes.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// CreateTarget registers a target; see the proto for the contract.
+func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequest) (*probev1.CreateTargetResponse, error) {
+	if req.GetTarget() == nil {
+		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+	}
+	t, err := s.engine.Create(ctx, toSpec(req.GetTarget()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &probev1.CreateTargetResponse{Target: fromTarget(t)}, nil
+}
+
+// GetTarget returns one target.
+func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (*probev1.GetTargetResponse, error) {
+	if err := validateName(req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	t, err := s.engine.Get(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
+}
+
+// ListTargets returns one page of targets in name order.
+func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsRequest) (*probev1.ListTargetsResponse, error) {
+	var errs field.List
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		errs = append(errs, field.Invalid(field.NewPath("pageSize"), size, "must be greater than or equal to 0"))
+	case size == 0:
+		size = DefaultPageSize
+	case size > MaxPageSize:
+		size = MaxPageSize
+	}
+	after, err := decodePageToken(req.GetPageToken())
+	if err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("pageToken"), req.GetPageToken(), "not a token returned by ListTargets"))
+	}
+	for k, v := range req.GetLabelSelector() {
+		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, toStatus(err)
+	}
+	ts, more, err := s.engine.List(ctx, listOptions(after, size, req.GetLabelSelector()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &probev1.ListTargetsResponse{Targets: make([]*probev1.Target, len(ts))}
+	for i, t := range ts {
+		resp.Targets[i] = fromTarget(t)
+	}
+	if more && len(ts) > 0 {
+		resp.NextPageToken = encodePageToken(ts[len(ts)-1].Spec.Name)
+	}
+	return resp, nil
+}
+
+// UpdateTarget replaces a target's spec in place.
+func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequest) (*probev1.UpdateTargetResponse, error) {
+	if req.GetTarget() == nil {
+		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+	}
+	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
+}
+
+// DeleteTarget starts the graceful removal of a target.
+func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequest) (*probev1.DeleteTargetResponse, error) {
+	if err := validateName(req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	t, err := s.engine.Delete(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &probev1.DeleteTargetResponse{Target: fromTarget(t)}, nil
+}
+
+// TriggerProbe runs one probe now.
+func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequest) (*probev1.TriggerProbeResponse, error) {
+	errs := nameErrors(req.GetName())
+	typ, ok := toProbeType(req.GetProbeType())
+	if !ok {
+		errs = append(errs, field.Invalid(field.NewPath("probeType"), req.GetProbeType().String(),
+			"must be PROBE_TYPE_STARTUP, PROBE_TYPE_LIVENESS or PROBE_TYPE_READINESS"))
+	}
+	if err := errs.Err(); err != nil {
+		return nil, toStatus(err)
+	}
+	at := s.opts.Clock.Now()
+	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	p := &t.Status.Probes[typ]
+	return &probev1.TriggerProbeResponse{
+		Outcome: fromOutcome(out, at),
+		Status:  fromProbeStatus(p, t.Spec.Probe(typ)),
+	}, nil
+}
+
+// ResetTarget returns a target's probes to their initial state.
+func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetRequest) (*probev1.ResetTargetResponse, error) {
+	if err := validateName(req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	t, err := s.engine.Reset(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &probev1.ResetTargetResponse{Target: fromTarget(t)}, nil
+}
+
+func nameErrors(name string) field.List {
+	if name == "" {
+		return field.List{field.Required(field.NewPath("name"), "a target name is required")}
+	}
+	return nil
+}
+
+func validateName(name string) error { return nameErrors(name).Err() }
+
+func encodePageToken(last string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("after:" + last))
+}
+
+func decodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) < len("after:") || string(b[:len("after:")]) != "after:" {
+		return "", fmt.Errorf("bad page token %q", tok)
+	}
+	return string(b[len("after:"):]), nil
+}

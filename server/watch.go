@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/field"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/engine/timeout"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// Watch streams events: a snapshot or a replay, then live events, batched
+// per message, with a progress notification on an idle stream at least
+// every ProgressInterval. It ends with OutOfRange for a compacted revision,
+// ResourceExhausted (with the revision to resume from) for a client too
+// slow to keep up, and Unavailable when the server shuts down.
+func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_WatchServer) error {
+	ctx := stream.Context()
+	opts, err := watchOptions(req)
+	if err != nil {
+		return toStatus(err)
+	}
+	w, err := s.engine.Watch(ctx, opts)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer w.Close()
+	s.opts.Observer.WatchStarted()
+	defer s.opts.Observer.WatchEnded()
+	for {
+		b, err := s.next(ctx, w)
+		switch {
+		case errors.Is(err, errIdle):
+			if err := stream.Send(&probev1.WatchResponse{ProgressNotify: true, Revision: w.Progress()}); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			if ctx.Err() != nil {
+				return toStatus(ctx.Err())
+			}
+			if errors.Is(err, engine.ErrResourceExhausted) {
+				s.opts.Logger.Info("watcher ended as too slow", "err", err)
+			}
+			return toStatus(err)
+		}
+		resp := &probev1.WatchResponse{
+			Events:           make([]*probev1.Event, len(b.Events)),
+			Snapshot:         b.Snapshot,
+			SnapshotComplete: b.SnapshotComplete,
+			Revision:         b.Revision,
+		}
+		for i := range b.Events {
+			resp.Events[i] = fromEvent(&b.Events[i])
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		s.opts.Observer.EventsSent(len(b.Events))
+	}
+}
+
+var errIdle = errors.New("idle")
+
+// next waits for the watcher's next batch for at most ProgressInterval.
+func (s *Server) next(ctx context.Context, w *engine.Watcher) (engine.Batch, error) {
+	nctx, cancel := timeout.With(ctx, s.opts.Clock, s.opts.ProgressInterval)
+	defer cancel()
+	b, err := w.Next(nctx)
+	if err != nil && timeout.Expired(nctx) {
+		return b, errIdle
+	}
+	return b, err
+}
+
+func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {
+	opts := engine.WatchOptions{Since: req.GetSinceRevision(), Names: req.GetNames(), Selector: req.GetLabelSelector()}
+	var errs field.List
+	for i, n := range req.GetNames() {
+		errs = append(errs, target.ValidateName(field.NewPath("names").Index(i), n)...)
+	}
+	for k, v := range req.GetLabelSelector() {
+		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
+	}
+	for i, k := range req.GetKinds() {
+		kind, ok := toEventKind(k)
+		if !ok {
+			errs = append(errs, field.Invalid(field.NewPath("kinds").Index(i), k.String(), "must be an EVENT_KIND_* other than EVENT_KIND_UNSPECIFIED"))
+			continue
+		}
+		opts.Kinds = append(opts.Kinds, kind)
+	}
+	return opts, errs.Err()
+}
