@@ -124,6 +124,9 @@ type Engine struct {
 	free    []wheel.ID
 
 	wheel    *wheel.Wheel  // set by Run before running is closed
+	// probeCtx returns the context of probe runs: Run's, cancelled when Run
+	// stops. Set by Run before running is closed.
+	probeCtx func() context.Context
 	running  chan struct{} // closed when Run has started
 	done     chan struct{} // closed when Run is shutting down
 	runOnce  atomic.Bool
@@ -173,8 +176,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
-	e.wheel = wheel.New(e.clock, func(fires []wheel.Fire) { e.dispatch(probeCtx, fires) },
-		wheel.WithTick(e.opts.Tick), wheel.WithShards(e.opts.Shards))
+	e.probeCtx = func() context.Context { return probeCtx }
+	e.wheel = wheel.New(e.clock, e.dispatch, wheel.WithTick(e.opts.Tick), wheel.WithShards(e.opts.Shards))
 
 	var wheelWG, workWG, commitWG sync.WaitGroup
 	wheelCtx, stopWheel := context.WithCancel(context.Background())

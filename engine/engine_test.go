@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 
 func TestFirstProbeAtInitialDelayThenEveryPeriod(t *testing.T) {
 	h := newHarness(t)
-	b := newBackend(t, 200)
+	b := h.newBackend(200)
 	p := b.probe(1, -900) // 100ms
 	p.InitialDelayMilliseconds = ptr[int32](250)
 	h.create(&target.Spec{Name: "web", ReadinessProbe: p})
@@ -30,7 +30,7 @@ func TestFirstProbeAtInitialDelayThenEveryPeriod(t *testing.T) {
 
 func TestReadinessTransitions(t *testing.T) {
 	h := newHarness(t)
-	b := newBackend(t, 200)
+	b := h.newBackend(200)
 	p := b.probe(1, -900)
 	p.SuccessThreshold, p.FailureThreshold = 2, 2
 	h.create(&target.Spec{Name: "web", ReadinessProbe: p})

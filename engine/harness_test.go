@@ -34,6 +34,8 @@ type harness struct {
 	cancel context.CancelFunc
 	done   chan error
 	events chan engine.Event
+	// hanging counts requests held by hanging backends right now.
+	hanging atomic.Int64
 }
 
 func newHarness(t *testing.T, mod ...func(*engine.Options)) *harness {
@@ -114,26 +116,25 @@ func (h *harness) restart() {
 const idleWaiters = 2
 
 // quiesce waits until everything the last clock move started is finished:
-// the wheel has dispatched what was due and parked again, and no probe is
-// running.
+// the wheel has dispatched what was due and parked again, and every probe
+// still running is one hanging in a backend (waiting for its timeout on
+// the fake clock).
 func (h *harness) quiesce() {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		if err := h.clock.BlockUntilContext(ctx, idleWaiters); err != nil {
-			h.t.Fatalf("engine did not park: %v", err)
-		}
-		if h.eng.Stats().Inflight == 0 {
-			if err := h.clock.BlockUntilContext(ctx, idleWaiters); err != nil {
-				h.t.Fatalf("engine did not park: %v", err)
-			}
-			if h.eng.Stats().Inflight == 0 {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		inflight := h.eng.Stats().Inflight
+		if inflight == h.hanging.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			err := h.clock.BlockUntilContext(ctx, idleWaiters+int(inflight))
+			cancel()
+			if err == nil && h.eng.Stats().Inflight == inflight && h.hanging.Load() == inflight {
 				return
 			}
 		}
-		time.Sleep(100 * time.Microsecond) // a probe is still finishing (real I/O)
+		time.Sleep(100 * time.Microsecond)
 	}
+	h.t.Fatalf("engine did not settle within 10s: %d probes in flight, %d hanging in backends", h.eng.Stats().Inflight, h.hanging.Load())
 }
 
 // advance moves the fake clock in steps of step up to d and quiesces after
@@ -226,25 +227,36 @@ func (h *harness) flush() {
 // backend is a real HTTP server whose /healthz answers with a status the
 // test sets.
 type backend struct {
+	h      *harness
 	srv    *httptest.Server
 	status atomic.Int32
 	hits   atomic.Int64
 	hang   atomic.Bool
+	quit   chan struct{} // closed when the test ends: hanging handlers return
 }
 
-func newBackend(t *testing.T, status int) *backend {
+func (h *harness) newBackend(status int) *backend {
+	t := h.t
 	t.Helper()
-	b := &backend{}
+	b := &backend{h: h, quit: make(chan struct{})}
 	b.status.Store(int32(status))
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.hits.Add(1)
 		if b.hang.Load() {
-			<-r.Context().Done()
+			h.hanging.Add(1)
+			select {
+			case <-r.Context().Done():
+			case <-b.quit:
+			}
+			h.hanging.Add(-1)
 			return
 		}
 		w.WriteHeader(int(b.status.Load()))
 	}))
-	t.Cleanup(b.srv.Close)
+	t.Cleanup(func() {
+		close(b.quit)
+		b.srv.Close()
+	})
 	return b
 }
 

@@ -42,7 +42,8 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	e.targets[spec.Name] = en
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
-	done, err := e.commits.submit([]*Change{e.changeLocked(en, Event{Kind: KindCreated}, true, now)}, true)
+	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
+	done, err := e.commits.submit([]*Change{created}, true)
 	en.mu.Unlock()
 	if err == nil {
 		err = wait(ctx, done)
@@ -59,7 +60,7 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	en.mu.Lock()
 	e.startProbesLocked(en, e.clock.Now(), false)
 	en.mu.Unlock()
-	return e.Get(ctx, spec.Name)
+	return e.withLive(created.Target), nil
 }
 
 // openRunnersLocked creates a runner (and its checker) for every probe of
@@ -248,15 +249,10 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		}
 	}
 	e.startProbesLocked(en, now, false)
-	done, err := e.commits.submit([]*Change{e.changeLocked(en, Event{Kind: KindUpdated, Reason: ReasonUpdated}, true, now)}, true)
+	updated := e.changeLocked(en, Event{Kind: KindUpdated, Reason: ReasonUpdated}, true, now)
+	done, err := e.commits.submit([]*Change{updated}, true)
 	en.mu.Unlock()
-	if err == nil {
-		err = wait(ctx, done)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return e.Get(ctx, spec.Name)
+	return e.settle(ctx, done, err, updated)
 }
 
 // Reset tells the engine the target restarted: every probe returns to its
@@ -302,17 +298,12 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 	}
 	en.status.StartTime = now
 	en.wasReady = false
-	changes = append(changes, e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now))
+	reset := e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now)
+	changes = append(changes, reset)
 	e.startProbesLocked(en, now, false)
 	done, err := e.commits.submit(changes, true)
 	en.mu.Unlock()
-	if err == nil {
-		err = wait(ctx, done)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return e.Get(ctx, name)
+	return e.settle(ctx, done, err, reset)
 }
 
 // Delete starts a graceful removal: the target becomes TERMINATING,
@@ -336,7 +327,7 @@ func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
 	}
 	if en.status.Phase == Terminating {
 		en.mu.Unlock()
-		return e.Get(ctx, name)
+		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
 	}
 	now := e.clock.Now()
 	en.status.Phase = Terminating
@@ -359,19 +350,27 @@ func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
 			}, false, now))
 		}
 	}
-	changes = append(changes, e.changeLocked(en, Event{Kind: KindTerminating, Reason: ReasonTerminating}, false, now))
+	terminating := e.changeLocked(en, Event{Kind: KindTerminating, Reason: ReasonTerminating}, false, now)
+	changes = append(changes, terminating)
 	done, err := e.commits.submit(changes, true)
 	if err == nil {
 		e.scheduleDrainLocked(en, now)
 	}
 	en.mu.Unlock()
+	return e.settle(ctx, done, err, terminating)
+}
+
+// settle waits for a submitted change and returns the target as that
+// change left it (not as it may be by the time the caller reads it: a
+// target without a preStop sleep can be gone already).
+func (e *Engine) settle(ctx context.Context, done <-chan error, err error, c *Change) (*Target, error) {
 	if err == nil {
 		err = wait(ctx, done)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.Get(ctx, name)
+	return e.withLive(c.Target), nil
 }
 
 // scheduleDrainLocked arms the preStop sleep of a terminating target,

@@ -14,10 +14,9 @@ import (
 // goroutine and never blocks: a probe still running is skipped (and
 // counted), never queued; each run gets its own goroutine, so a target that
 // hangs until its timeout delays no other.
-func (e *Engine) dispatch(ctx context.Context, fires []wheel.Fire) {
+func (e *Engine) dispatch(fires []wheel.Fire) {
 	e.slotsMu.RLock()
 	defer e.slotsMu.RUnlock()
-	limit := int64(e.opts.MaxInflight)
 	for _, f := range fires {
 		var r *runner
 		if int(f.ID) < len(e.slots) {
@@ -32,19 +31,28 @@ func (e *Engine) dispatch(ctx context.Context, fires []wheel.Fire) {
 			e.wheel.Done(f.ID)
 			continue
 		}
-		if e.inflight.Add(1) > limit {
-			e.inflight.Add(-1)
-			r.running.Store(false)
-			e.skippedBusy.Add(1)
+		if !e.start(r) {
 			e.wheel.Done(f.ID)
-			continue
 		}
-		e.probes.Add(1)
-		go e.execute(ctx, r)
 	}
 }
 
-// execute runs one scheduled probe and applies its outcome.
+// start runs r, which the caller marked running, in its own goroutine
+// under the engine's probe context; when MaxInflight probes are running it
+// skips (and counts) the run instead and reports false.
+func (e *Engine) start(r *runner) bool {
+	if e.inflight.Add(1) > int64(e.opts.MaxInflight) {
+		e.inflight.Add(-1)
+		r.running.Store(false)
+		e.skippedBusy.Add(1)
+		return false
+	}
+	e.probes.Add(1)
+	go e.execute(e.probeCtx(), r)
+	return true
+}
+
+// execute runs one probe and applies its outcome.
 func (e *Engine) execute(ctx context.Context, r *runner) {
 	defer e.probes.Done()
 	en := r.entry
@@ -112,12 +120,12 @@ func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.T
 	}
 	r.total++
 	r.lastProbe, r.lastMessage, r.lastLatency = start, out.Message, out.Latency
-	e.observeLocked(en, r, out)
+	e.observeLocked(ctx, en, r, out)
 }
 
 // observeLocked feeds one outcome to r's state machine and publishes what
-// changed; en.mu held.
-func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) {
+// changed; en.mu held. ctx is the engine's probe context.
+func (e *Engine) observeLocked(ctx context.Context, en *entry, r *runner, out probe.Outcome) {
 	next, change := r.state.Observe(out.Result, r.eff)
 	r.state = next
 	if !change.Transition && !change.Initialized {
@@ -178,9 +186,10 @@ func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Ti
 // startProbesLocked schedules the probes of en that should run now: the
 // startup probe until it has succeeded, then liveness and readiness. The
 // first run of each is at the target's start plus the probe's initial delay
-// exactly, or now if that has passed. With spread (after a restart) probes
-// whose first run has passed are spread over one period instead, so a
-// restart with many targets does not fire them all at once. en.mu held.
+// exactly; one that is due already runs at once. With
+// spread (after a restart) probes whose first run has passed are spread
+// over one period instead, so a restart with many targets does not fire
+// them all at once. en.mu held.
 func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) {
 	if en.status.Phase != Active || en.removed {
 		return
@@ -197,13 +206,25 @@ func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) {
 		case r.scheduled:
 		default:
 			first := en.status.StartTime.Add(r.eff.InitialDelay)
-			if spread && !first.After(now) {
+			switch {
+			case first.After(now):
+				_ = e.wheel.Schedule(r.id, first, r.period())
+			case spread:
 				_ = e.wheel.Spread(r.id, now, r.period())
-			} else {
-				_ = e.wheel.Schedule(r.id, latest(first, now), r.period())
+			default:
+				_ = e.wheel.Schedule(r.id, now.Add(r.period()), r.period())
+				e.runNow(r)
 			}
 			r.scheduled = true
 		}
+	}
+}
+
+// runNow starts a run of r at once (outside the wheel), unless it is
+// running already or MaxInflight probes are.
+func (e *Engine) runNow(r *runner) {
+	if r.running.CompareAndSwap(false, true) {
+		e.start(r)
 	}
 }
 

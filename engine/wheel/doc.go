@@ -20,10 +20,15 @@
 // as many rounds as it needs, so any period up to MaxPeriod (about 68 years)
 // works, and each item is touched at most once per level-1 round.
 //
-// Slots are intrusive doubly linked lists of int32 indexes into a per-shard
-// slab of 32-byte nodes, so linking, unlinking and firing are O(1), and a bit
-// per slot marks the non-empty ones so the driver can find the next due slot
-// by scanning a few words.
+// A slot is a singly linked list of blocks of 16 entries of 24 bytes (due
+// time, period, id), taken from a per-shard slab with a free list; a
+// per-shard slice indexed by id locates each item's entry, so inserting,
+// removing and firing are O(1), and a bit per slot marks the non-empty ones
+// so the driver finds the next due slot by scanning a few words. Firing a
+// slot streams through its blocks and appends each entry to the block of
+// its next slot. At 100,000 items the state no longer fits in the CPU
+// caches, and an intrusive list per slot, which waits for one cache miss per
+// item, measured 2.4 times slower per fire (BenchmarkPass).
 //
 // # Sharding and drivers
 //
@@ -46,7 +51,8 @@
 // A fired item is busy until Done is called for it. A due fire of a busy item
 // is skipped and counted in Stats.Skipped, never queued, and its schedule
 // still advances on its grid, so a slow probe never runs twice at once and
-// never builds a backlog.
+// never builds a backlog. Busy marks are a bitmap per shard, so Done is one
+// atomic operation and takes no lock.
 //
 // # Phase spreading
 //

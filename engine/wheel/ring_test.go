@@ -7,9 +7,9 @@ import (
 	"unsafe"
 )
 
-func TestNodeSize(t *testing.T) {
-	if got := unsafe.Sizeof(node{}); got != 32 {
-		t.Errorf("unsafe.Sizeof(node{}) = %d, want 32", got)
+func TestEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(entry{}); got != 24 {
+		t.Errorf("unsafe.Sizeof(entry{}) = %d, want 24", got)
 	}
 }
 
@@ -52,7 +52,7 @@ func TestNextSet(t *testing.T) {
 	}
 }
 
-// TestRingMatchesModel drives a ring with random links, unlinks and
+// TestRingMatchesModel drives a ring with random inserts, removals and
 // advances of every size and checks each step against a plain map.
 func TestRingMatchesModel(t *testing.T) {
 	const (
@@ -64,7 +64,7 @@ func TestRingMatchesModel(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		r := newRing(tick, slots, 0)
 		r.grow(items - 1)
-		model := map[int32]int64{} // linked node -> due
+		model := map[int32]entry{} // the entries in the ring
 		randomDue := func(now int64) int64 {
 			switch rng.IntN(4) {
 			case 0: // level 0
@@ -81,20 +81,21 @@ func TestRingMatchesModel(t *testing.T) {
 		for step := range 3000 {
 			switch op := rng.IntN(10); {
 			case op < 4:
-				i := rng.Int32N(items)
-				if _, ok := model[i]; ok {
-					r.unlink(i)
+				id := rng.Int32N(items)
+				want, in := model[id]
+				if got, ok := r.remove(id); ok != in || got != want {
+					t.Fatalf("seed %d step %d: remove(%d) = %v, %v, want %v, %v", seed, step, id, got, ok, want, in)
 				}
-				r.nodes[i].due = randomDue(now)
-				r.link(i)
-				model[i] = r.nodes[i].due
+				e := entry{due: randomDue(now), period: rng.Int64N(1000), id: id}
+				r.insert(e)
+				model[id] = e
 			case op < 5:
-				i := rng.Int32N(items)
-				_, want := model[i]
-				if got := r.unlink(i); got != want {
-					t.Fatalf("seed %d step %d: unlink(%d) = %v, want %v", seed, step, i, got, want)
+				id := rng.Int32N(items)
+				want, in := model[id]
+				if got, ok := r.remove(id); ok != in || got != want {
+					t.Fatalf("seed %d step %d: remove(%d) = %v, %v, want %v, %v", seed, step, id, got, ok, want, in)
 				}
-				delete(model, i)
+				delete(model, id)
 			default:
 				// Mostly short steps, sometimes beyond one revolution.
 				to := now + 1 + rng.Int64N(8)
@@ -102,35 +103,68 @@ func TestRingMatchesModel(t *testing.T) {
 					to = now + rng.Int64N(3*slots*slots)
 				}
 				if next, ok := r.next(); ok {
-					for i, due := range model {
-						if ft := max(ceilDiv(due, tick), r.cur); ft < next {
-							t.Fatalf("seed %d step %d: next() = %d, but node %d fires at %d", seed, step, next, i, ft)
+					for id, e := range model {
+						if ft := max(ceilDiv(e.due, tick), r.cur); ft < next {
+							t.Fatalf("seed %d step %d: next() = %d, but %d fires at %d", seed, step, next, id, ft)
 						}
 					}
 				} else if len(model) != 0 {
-					t.Fatalf("seed %d step %d: next() found nothing with %d linked", seed, step, len(model))
+					t.Fatalf("seed %d step %d: next() found nothing with %d entries", seed, step, len(model))
 				}
-				got := r.advance(to, nil)
-				var want []int32
-				for i, due := range model {
-					if ceilDiv(due, tick) <= to {
-						want = append(want, i)
+				var got []entry
+				for more := true; more; {
+					got, more = r.advance(to, got)
+				}
+				var want []entry
+				for _, e := range model {
+					if ceilDiv(e.due, tick) <= to {
+						want = append(want, e)
 					}
 				}
-				slices.Sort(got)
-				slices.Sort(want)
+				byID := func(a, b entry) int { return int(a.id - b.id) }
+				slices.SortFunc(got, byID)
+				slices.SortFunc(want, byID)
 				if !slices.Equal(got, want) {
 					t.Fatalf("seed %d step %d: advance(%d) = %v, want %v", seed, step, to, got, want)
 				}
 				now = to
-				for _, i := range got { // relink as a periodic item would be
-					r.nodes[i].due = (now+1)*tick + rng.Int64N(2*slots*tick)
-					r.link(i)
-					model[i] = r.nodes[i].due
+				for _, e := range got { // reinsert as a periodic item would be
+					delete(model, e.id)
+					if e.id%5 == 0 {
+						continue // and some are one-shot
+					}
+					e.due = (now+1)*tick + rng.Int64N(2*slots*tick)
+					r.insert(e)
+					model[e.id] = e
 				}
 			}
 			if r.linked != len(model) {
 				t.Fatalf("seed %d step %d: linked = %d, want %d", seed, step, r.linked, len(model))
+			}
+			for id := range int32(items) {
+				_, in := model[id]
+				if r.has(id) != in {
+					t.Fatalf("seed %d step %d: has(%d) = %v, want %v", seed, step, id, r.has(id), in)
+				}
+				if in && r.get(id) != model[id] {
+					t.Fatalf("seed %d step %d: get(%d) = %v, want %v", seed, step, id, r.get(id), model[id])
+				}
+			}
+		}
+	}
+}
+
+func TestLocate(t *testing.T) {
+	for shards := 1; shards <= 7; shards++ {
+		w := &Wheel{shards: make([]*shard, shards), nshards: uint32(shards), divM: ^uint64(0)/uint64(shards) + 1}
+		for i := range w.shards {
+			w.shards[i] = &shard{index: uint32(i)}
+		}
+		for _, id := range []ID{0, 1, 2, 3, 5, 6, 7, 1000, 65535, 65536, MaxID - 1, MaxID, 1<<32 - 1} {
+			s, i := w.locate(id)
+			if s.index != uint32(id)%uint32(shards) || i != int32(uint32(id)/uint32(shards)) {
+				t.Errorf("%d shards: locate(%d) = shard %d index %d, want %d %d",
+					shards, id, s.index, i, uint32(id)%uint32(shards), uint32(id)/uint32(shards))
 			}
 		}
 	}

@@ -22,10 +22,11 @@ type shard struct {
 
 	mu        sync.Mutex
 	items     *ring           // guarded by mu
+	busy      busySet         // grown under mu; cleared by Done without it
 	timers    *ring           // guarded by mu
-	timerFns  []func()        // guarded by mu; indexed like timers.nodes
-	timerGens []uint32        // guarded by mu; indexed like timers.nodes
-	freeTimer []int32         // guarded by mu; unused timer nodes
+	timerFns  []func()        // guarded by mu; per timer id
+	timerGens []uint32        // guarded by mu; per timer id
+	freeTimer []int32         // guarded by mu; unused timer ids
 	stats     counters        // guarded by mu
 	timer     clockwork.Timer // guarded by mu; written only by the driver, nil when it is not running
 	armed     bool            // guarded by mu; timer is set for armedTick and has not fired
@@ -33,7 +34,7 @@ type shard struct {
 	passing   bool            // guarded by mu; the driver is in a pass and re-arms at its end
 
 	// Batches, used only by the driver goroutine and reused.
-	due   []int32
+	due   []entry
 	fires []Fire
 	fns   []func()
 
@@ -88,11 +89,11 @@ func (s *shard) stop() {
 	}
 }
 
-// pass collects everything due, then with no lock held hands the fires to
-// Dispatch and runs the due timer functions, and finally re-arms the timer
-// for the next tick with work. fired says that the timer has fired. pass
-// reports true, without arming the timer, when that next tick is already
-// due.
+// pass handles everything due: one tick at a time, it collects the due
+// fires and, with no lock held, hands them to Dispatch (with the due timer
+// functions after the first tick). Then it re-arms the timer for the next
+// tick with work. fired says that the timer has fired. pass reports true,
+// without arming the timer, when that next tick is already due.
 //
 // The timer is re-armed only after Dispatch returns, so with a fake clock a
 // driver counts as parked only once it has delivered everything due.
@@ -104,53 +105,75 @@ func (s *shard) pass(fired bool) (again bool) {
 	s.passing = true
 	nowNs := int64(s.w.clock.Since(s.w.epoch))
 	now := nowNs / s.w.tick
-	s.fireItemsLocked(now, nowNs)
 	s.fireTimersLocked(now)
-	s.mu.Unlock()
+	for {
+		more := s.fireItemsLocked(now, nowNs)
+		s.mu.Unlock()
+		s.deliver()
+		s.mu.Lock()
+		if !more {
+			break
+		}
+	}
+	defer s.mu.Unlock()
+	s.passing = false
+	return !s.armLocked()
+}
 
+// deliver hands the collected fires to Dispatch and runs the collected
+// timer functions, then empties both batches.
+func (s *shard) deliver() {
 	if len(s.fires) > 0 {
 		s.w.dispatch(s.fires)
-		s.fires = s.fires[:0]
+		s.fires = shrink(s.fires)
 	}
 	for i, f := range s.fns {
 		f()
 		s.fns[i] = nil
 	}
 	s.fns = s.fns[:0]
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.passing = false
-	return !s.armLocked()
 }
 
-// fireItemsLocked fires or skips the items due by tick now and relinks them
-// at their next grid point after tick now.
-func (s *shard) fireItemsLocked(now, nowNs int64) {
-	s.due = s.items.advance(now, s.due[:0])
+// retainBatch is the batch capacity kept however little of it is used.
+const retainBatch = 4096
+
+// shrink empties a batch, and drops its array if a rare large batch (a
+// catch-up after a long stall) left it much larger than the current one.
+func shrink[T any](batch []T) []T {
+	if cap(batch) > retainBatch && len(batch) < cap(batch)/8 {
+		return nil
+	}
+	return batch[:0]
+}
+
+// fireItemsLocked fires or skips the items of the next tick with due items
+// up to tick now and reinserts them at their next grid point after tick
+// now. It reports whether ticks up to now remain.
+func (s *shard) fireItemsLocked(now, nowNs int64) (more bool) {
+	s.due, more = s.items.advance(now, s.due[:0])
 	edge := now * s.w.tick
-	nodes := s.items.nodes
-	for _, i := range s.due {
-		n := &nodes[i]
-		if n.busy {
+	for k := range s.due {
+		e := &s.due[k]
+		if s.busy.mark(e.id) {
 			s.stats.skipped++
 		} else {
-			n.busy = true
 			s.fires = append(s.fires, Fire{
-				ID:  ID(uint32(i)*s.w.nshards + s.index),
-				Due: s.w.epoch.Add(time.Duration(n.due)),
+				ID:  ID(uint32(e.id)*s.w.nshards + s.index),
+				Due: s.w.epoch.Add(time.Duration(e.due)),
 			})
-			s.stats.observe(nowNs - n.due)
+			s.stats.observe(nowNs - e.due)
 		}
-		next := n.due + n.period
+		next := e.due + e.period
 		if next <= edge {
-			k := (edge-n.due)/n.period + 1
-			s.stats.missed += uint64(k - 1)
-			next = n.due + k*n.period
+			n := (edge-e.due)/e.period + 1
+			s.stats.missed += uint64(n - 1)
+			next = e.due + n*e.period
 		}
-		n.due = next
-		s.items.link(i)
+		e.due = next
+		s.items.insert(*e)
 	}
+	s.due = shrink(s.due)
+	return more
 }
 
 // armLocked sets the timer for the next tick with work, unless it is
@@ -188,16 +211,16 @@ func (s *shard) armLocked() bool {
 	return true
 }
 
-// scheduledLocked reports whether item i is scheduled.
-func (s *shard) scheduledLocked(i int32) bool {
-	return int(i) < len(s.items.nodes) && s.items.nodes[i].slot != nilIndex
+// growLocked makes item i addressable.
+func (s *shard) growLocked(i int32) {
+	s.items.grow(i)
+	s.busy.grow(i)
 }
 
-// setLocked links the unlinked item i with the given schedule.
-func (s *shard) setLocked(i int32, due, period int64) {
-	n := &s.items.nodes[i]
-	n.due, n.period = due, period
-	s.wakeForLocked(s.items.link(i))
+// insertLocked inserts item i, which is addressable and not scheduled,
+// with the given schedule.
+func (s *shard) insertLocked(i int32, due, period int64) {
+	s.wakeForLocked(s.items.insert(entry{due: due, period: period, id: i}))
 }
 
 // wakeForLocked wakes the driver if something now fires at tick t, before

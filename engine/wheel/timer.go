@@ -17,13 +17,12 @@ func (w *Wheel) After(d time.Duration, f func()) *Timer {
 	if f == nil {
 		panic("wheel: After with nil func")
 	}
-	due := int64(w.clock.Since(w.epoch)) + int64(max(d, 0))
+	due := int64(w.clock.Since(w.epoch)) + int64(min(max(d, 0), maxOffset))
 	s := w.shards[w.next.Add(1)%w.nshards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.newTimerLocked(f)
-	s.timers.nodes[i].due = due
-	s.wakeForLocked(s.timers.link(i))
+	s.wakeForLocked(s.timers.insert(entry{due: due, id: i}))
 	return &Timer{s: s, i: i, gen: s.timerGens[i]}
 }
 
@@ -34,14 +33,17 @@ func (t *Timer) Stop() bool {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.timerGens[t.i] != t.gen || !s.timers.unlink(t.i) {
+	if s.timerGens[t.i] != t.gen {
+		return false
+	}
+	if _, ok := s.timers.remove(t.i); !ok {
 		return false
 	}
 	s.freeTimerLocked(t.i)
 	return true
 }
 
-// newTimerLocked returns an unused, unlinked timer node holding f.
+// newTimerLocked returns an unused timer id, not in the ring, holding f.
 func (s *shard) newTimerLocked(f func()) int32 {
 	var i int32
 	if n := len(s.freeTimer); n > 0 {
@@ -57,7 +59,7 @@ func (s *shard) newTimerLocked(f func()) int32 {
 	return i
 }
 
-// freeTimerLocked recycles timer node i; Timers pointing at it go stale.
+// freeTimerLocked recycles timer id i; Timers holding it go stale.
 func (s *shard) freeTimerLocked(i int32) {
 	s.timerFns[i] = nil
 	s.timerGens[i]++
@@ -65,11 +67,13 @@ func (s *shard) freeTimerLocked(i int32) {
 }
 
 // fireTimersLocked queues the functions of the timers due by tick now and
-// frees their nodes.
+// frees their ids.
 func (s *shard) fireTimersLocked(now int64) {
-	s.due = s.timers.advance(now, s.due[:0])
-	for _, i := range s.due {
-		s.fns = append(s.fns, s.timerFns[i])
-		s.freeTimerLocked(i)
+	for more := true; more; {
+		s.due, more = s.timers.advance(now, s.due[:0])
+		for _, e := range s.due {
+			s.fns = append(s.fns, s.timerFns[e.id])
+			s.freeTimerLocked(e.id)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package wheel_test
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func TestAfter(t *testing.T) {
 		{name: "whole ticks", after: 25 * ms, want: 25 * ms},
 		{name: "rounded up to a tick", after: 25*ms + 1, want: 26 * ms},
 		{name: "beyond level 0", after: 90 * time.Second, want: 90 * time.Second},
+		{name: "longest duration does not overflow", after: math.MaxInt64, want: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +57,13 @@ func TestAfter(t *testing.T) {
 			h.w.After(tt.after, r.fn("f"))
 			if st := h.w.Stats(); st.Timers != 1 {
 				t.Errorf("Stats().Timers = %d, want 1", st.Timers)
+			}
+			if tt.want < 0 { // never within the test
+				h.advance(100 * 365 * 24 * time.Hour)
+				if got := r.got(); len(got) != 0 {
+					t.Errorf("f ran at %v, want never", got)
+				}
+				return
 			}
 			if tt.want > ms {
 				h.advanceTo(at(tt.want - 1))

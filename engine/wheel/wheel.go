@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,12 +44,13 @@ type Fire struct {
 	Due time.Time // the scheduled time of this fire, on the item's grid
 }
 
-// Dispatch receives the due fires of one shard, on that shard's driver
-// goroutine, with no wheel lock held: normally those of one tick, or of every
-// tick passed when the driver catches up. It must not block (it should hand
-// the work off), and it must not keep the slice, which is reused after it
-// returns. It may call any Wheel method, including Done and Cancel. A fire
-// already in the slice is delivered even if its item is cancelled meanwhile.
+// Dispatch receives the due fires of one tick of one shard, on that shard's
+// driver goroutine, with no wheel lock held. (A driver that fell more than a
+// level-0 revolution behind, 4s at the defaults, delivers everything due in
+// one call.) It must not block (it should hand the work off), and it must not
+// keep the slice, which is reused after it returns. It may call any Wheel
+// method, including Done and Cancel. A fire already in the slice is
+// delivered even if its item is cancelled meanwhile.
 type Dispatch func(fires []Fire)
 
 // Wheel schedules periodic items and one-shot timers. Its methods are safe
@@ -61,6 +63,7 @@ type Wheel struct {
 	dispatch Dispatch
 	shards   []*shard
 	nshards  uint32
+	divM     uint64        // ceil(2^64 / nshards): divides ids by nshards without a division
 	next     atomic.Uint32 // round robin of After over the shards
 	running  atomic.Bool
 }
@@ -80,6 +83,7 @@ func New(clock clockwork.Clock, dispatch Dispatch, opts ...Option) *Wheel {
 		dispatch: dispatch,
 		shards:   make([]*shard, o.shards),
 		nshards:  uint32(o.shards),
+		divM:     ^uint64(0)/uint64(o.shards) + 1,
 	}
 	for i := range w.shards {
 		w.shards[i] = newShard(w, uint32(i), o.slots)
@@ -123,9 +127,9 @@ func (w *Wheel) Schedule(id ID, firstAt time.Time, period time.Duration) error {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.items.grow(i)
-	s.items.unlink(i)
-	s.setLocked(i, due, int64(period))
+	s.growLocked(i)
+	s.items.remove(i)
+	s.insertLocked(i, due, int64(period))
 	return nil
 }
 
@@ -142,11 +146,10 @@ func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error 
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.scheduledLocked(i) {
+	if _, ok := s.items.remove(i); !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
-	s.items.unlink(i)
-	s.setLocked(i, due, int64(period))
+	s.insertLocked(i, due, int64(period))
 	return nil
 }
 
@@ -162,18 +165,17 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.scheduledLocked(i) {
+	e, ok := s.items.remove(i)
+	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
-	n := &s.items.nodes[i]
 	p := int64(period)
-	prev := n.due - n.period
+	prev := e.due - e.period
 	due := prev + p
 	if due < now {
 		due = prev + ceilDiv(now-prev, p)*p
 	}
-	s.items.unlink(i)
-	s.setLocked(i, due, p)
+	s.insertLocked(i, due, p)
 	return nil
 }
 
@@ -187,31 +189,33 @@ func (w *Wheel) Cancel(id ID) bool {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int(i) >= len(s.items.nodes) {
-		return false
-	}
-	s.items.nodes[i].busy = false
-	return s.items.unlink(i)
+	s.busy.clear(i)
+	_, ok := s.items.remove(i)
+	return ok
 }
 
 // Done marks the run dispatched for id as finished, so id fires again at
 // its next due time. Until then id is busy and its due fires are skipped.
-// Done on an id that is not busy is a no-op.
+// Done on an id that is not busy is a no-op. Done takes no lock: it is one
+// atomic operation.
 func (w *Wheel) Done(id ID) {
 	if id > MaxID {
 		return
 	}
 	s, i := w.locate(id)
-	s.mu.Lock()
-	if int(i) < len(s.items.nodes) {
-		s.items.nodes[i].busy = false
-	}
-	s.mu.Unlock()
+	s.busy.clear(i)
 }
 
-// locate returns the shard of id and its index in that shard's slab.
+// locate returns the shard of id and its index in that shard's slab:
+// id % nshards and id / nshards, computed with multiplications (Lemire's
+// fastmod; exact for 32-bit ids) because Done calls it once per fire.
 func (w *Wheel) locate(id ID) (*shard, int32) {
-	return w.shards[uint32(id)%w.nshards], int32(uint32(id) / w.nshards)
+	if w.nshards == 1 {
+		return w.shards[0], int32(id)
+	}
+	q, _ := bits.Mul64(w.divM, uint64(id))
+	r, _ := bits.Mul64(w.divM*uint64(id), uint64(w.nshards))
+	return w.shards[r], int32(q)
 }
 
 // offset converts t to ns since the epoch.

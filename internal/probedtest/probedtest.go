@@ -115,7 +115,7 @@ func Start(t testing.TB, opts Options) *Server {
 	var once sync.Once
 	s.stop = func() {
 		once.Do(func() {
-			conn.Close()
+			_ = conn.Close()
 			cancel()
 			if err := <-runErr; err != nil {
 				t.Errorf("probedtest: engine: %v", err)

@@ -1,0 +1,133 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/probed/probed/engine/probe"
+)
+
+// maxExecOutput caps the combined output of an exec probe kept for its
+// message (kubelet's 10 KiB); the rest is read and dropped.
+const maxExecOutput = 10 << 10
+
+// execWaitDelay bounds how long Check waits for the command's output pipes
+// after the command exited or was killed: a child that inherited them
+// cannot hold the probe.
+const execWaitDelay = 100 * time.Millisecond
+
+// execChecker runs an exec probe's command on the probe host.
+type execChecker struct {
+	argv []string
+}
+
+// newExecChecker prepares the probe of e, refusing it unless exec probes
+// are allowed and, with an allowlist, its command is listed.
+func newExecChecker(e *probe.Exec, o *Options) (*execChecker, error) {
+	if !o.AllowExec {
+		return nil, ErrExecDisabled
+	}
+	if len(e.Command) == 0 || e.Command[0] == "" {
+		return nil, errors.New("exec.command: a command is required")
+	}
+	if len(o.ExecAllowlist) > 0 && !slices.Contains(o.ExecAllowlist, e.Command[0]) {
+		return nil, fmt.Errorf("exec.command %q: %w", e.Command[0], ErrExecNotAllowed)
+	}
+	return &execChecker{argv: slices.Clone(e.Command)}, nil
+}
+
+// Check runs the command in its own process group with probed's
+// environment, stdin from /dev/null, and stdout and stderr captured
+// together (at most 10 KiB). When ctx is done the whole group is killed,
+// and before Check returns every process still in the group (children the
+// command left behind) is sent SIGKILL. Exit status 0 succeeds with the
+// trimmed output as the message. Failures read "command exited with
+// status 3: <output>", "command terminated by signal 15 (terminated):
+// <output>", "command did not finish: context deadline exceeded:
+// <output>", or give the error starting the command (e.g. `exec: "nope":
+// executable file not found in $PATH`); ": <output>" is left out when
+// there was none.
+func (c *execChecker) Check(ctx context.Context) probe.Outcome {
+	start := time.Now()
+	var out cappedBuffer
+	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = execWaitDelay
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	if cmd.Process != nil {
+		// Children left behind by a command that exited. The group's id
+		// cannot be reused while a member lives, so this reaches only
+		// the command's own leftovers.
+		_ = killGroup(cmd.Process.Pid)
+	}
+	res, msg := execResult(ctx, cmd, err, strings.ToValidUTF8(strings.TrimSpace(out.String()), "\uFFFD"))
+	return probe.Outcome{Result: res, Message: msg, Latency: time.Since(start)}
+}
+
+// execResult maps how the command ended to a result and message.
+func execResult(ctx context.Context, cmd *exec.Cmd, err error, output string) (probe.Result, string) {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return probe.Success, output
+	case errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
+		// Exited 0; a child kept the output pipe open (and was killed).
+		return probe.Success, output
+	case ctx.Err() != nil:
+		return probe.Failure, withOutput(fmt.Sprintf("command did not finish: %v", ctx.Err()), output)
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return probe.Failure, withOutput(fmt.Sprintf("command terminated by signal %d (%v)", int(ws.Signal()), ws.Signal()), output)
+		}
+		return probe.Failure, withOutput(fmt.Sprintf("command exited with status %d", ee.ExitCode()), output)
+	default:
+		return probe.Failure, withOutput(err.Error(), output)
+	}
+}
+
+func withOutput(head, output string) string {
+	if output == "" {
+		return head
+	}
+	return head + ": " + output
+}
+
+// killGroup sends SIGKILL to the process group pgid; a group already gone
+// is os.ErrProcessDone.
+func killGroup(pgid int) error {
+	err := syscall.Kill(-pgid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// Close does nothing: an exec probe holds nothing between checks.
+func (*execChecker) Close() {}
+
+// cappedBuffer keeps the first maxExecOutput bytes written to it and drops
+// the rest, never failing a write (a failed write would break the
+// command's pipe and change how it exits). os/exec writes to it from one
+// goroutine.
+type cappedBuffer struct {
+	b []byte
+}
+
+func (w *cappedBuffer) Write(p []byte) (int, error) {
+	if room := maxExecOutput - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (w *cappedBuffer) String() string { return string(w.b) }

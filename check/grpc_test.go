@@ -1,0 +1,243 @@
+package check_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine/probe"
+)
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// grpcServer serves gRPC on l (a new loopback listener when nil), with the
+// health service when withHealth; it stops when the test ends.
+func grpcServer(t *testing.T, l net.Listener, withHealth bool, opts ...grpc.ServerOption) (*countingListener, *health.Server) {
+	t.Helper()
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := &countingListener{Listener: l}
+	s := grpc.NewServer(opts...)
+	var hs *health.Server
+	if withHealth {
+		hs = health.NewServer()
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		hs.SetServingStatus("db", healthpb.HealthCheckResponse_NOT_SERVING)
+		healthpb.RegisterHealthServer(s, hs)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(cl)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return cl, hs
+}
+
+func grpcProbe(t *testing.T, l net.Listener, service *string, tlsCfg *probe.TLS) *probe.GRPC {
+	t.Helper()
+	host, port := hostPort(t, l.Addr().String())
+	return &probe.GRPC{Host: host, Port: port, Service: service, TLS: tlsCfg}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestGRPC(t *testing.T) {
+	t.Parallel()
+	healthy, _ := grpcServer(t, nil, true)
+	bare, _ := grpcServer(t, nil, false)
+	hangHost, hangPort := hangingListener(t)
+	tests := []struct {
+		name     string
+		opts     check.Options
+		g        *probe.GRPC
+		deadline time.Duration
+		want     probe.Result
+		wantMsg  string
+		contains bool
+	}{
+		{name: "serving", g: grpcProbe(t, healthy, nil, nil), want: probe.Success, wantMsg: "service healthy"},
+		{name: "serving named empty", g: grpcProbe(t, healthy, ptr(""), nil), want: probe.Success, wantMsg: "service healthy"},
+		{
+			name: "not serving", g: grpcProbe(t, healthy, ptr("db"), nil), want: probe.Failure,
+			wantMsg: `service unhealthy (responded with "NOT_SERVING")`,
+		},
+		{
+			name: "unknown service", g: grpcProbe(t, healthy, ptr("nope"), nil), want: probe.Failure,
+			wantMsg: "error: health rpc failed: rpc error: code = NotFound desc = unknown service",
+		},
+		{
+			name: "no health service", g: grpcProbe(t, bare, nil, nil), want: probe.Failure,
+			wantMsg: "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): unknown service grpc.health.v1.Health",
+		},
+		{
+			name: "hanging server", g: &probe.GRPC{Host: hangHost, Port: hangPort},
+			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "deadline", contains: true,
+		},
+		{
+			name: "closed port", g: &probe.GRPC{Host: "127.0.0.1", Port: closedPort(t)},
+			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "connection refused", contains: true,
+		},
+		{
+			name: "policy denies the address", opts: check.Options{Policy: &check.Policy{Deny: loopback}},
+			g: grpcProbe(t, healthy, nil, nil), deadline: 200 * time.Millisecond, want: probe.Failure,
+			wantMsg: "address 127.0.0.1 is denied by the target policy (127.0.0.0/8)", contains: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := tt.deadline
+			if d == 0 {
+				d = timeout
+			}
+			out := run(t, open(t, tt.opts, probe.Handler{GRPC: tt.g}), d)
+			wantOutcome(t, out, tt.want, tt.wantMsg, tt.contains)
+		})
+	}
+}
+
+func TestGRPCConnectionReused(t *testing.T) {
+	t.Parallel()
+	l, hs := grpcServer(t, nil, true)
+	c := open(t, check.Options{}, probe.Handler{GRPC: grpcProbe(t, l, nil, nil)})
+	for i, st := range []healthpb.HealthCheckResponse_ServingStatus{
+		healthpb.HealthCheckResponse_SERVING,
+		healthpb.HealthCheckResponse_NOT_SERVING,
+		healthpb.HealthCheckResponse_SERVING,
+	} {
+		hs.SetServingStatus("", st)
+		out := run(t, c, timeout)
+		if want := st == healthpb.HealthCheckResponse_SERVING; (out.Result == probe.Success) != want {
+			t.Errorf("check %d with %v: result %v (%q); want success = %v", i, st, out.Result, out.Message, want)
+		}
+	}
+	if n := l.n.Load(); n != 1 {
+		t.Errorf("server accepted %d connections for 3 checks; want 1", n)
+	}
+}
+
+func TestGRPCRecovers(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	host, port := hostPort(t, addr)
+	c := open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}})
+	wantOutcome(t, run(t, c, 200*time.Millisecond), probe.Failure, "connection refused", true)
+
+	// The channel now backs off for about a second; a check must not wait
+	// for that once the target is back.
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	grpcServer(t, l, true)
+	wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
+}
+
+func TestGRPCTLS(t *testing.T) {
+	t.Parallel()
+	cert, caPEM := selfSigned(t)
+	l, _ := grpcServer(t, nil, true, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
+	tests := []struct {
+		name     string
+		tls      *probe.TLS
+		deadline time.Duration
+		want     probe.Result
+		wantMsg  string
+		contains bool
+	}{
+		{name: "ca", tls: &probe.TLS{CAPEM: caPEM}, want: probe.Success, wantMsg: "service healthy"},
+		{name: "insecure", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: "service healthy"},
+		{name: "server name", tls: &probe.TLS{CAPEM: caPEM, ServerName: "probe.test"}, want: probe.Success, wantMsg: "service healthy"},
+		{
+			name: "system roots", tls: &probe.TLS{}, deadline: 300 * time.Millisecond,
+			want: probe.Failure, wantMsg: "certificate", contains: true,
+		},
+		{
+			name: "wrong server name", tls: &probe.TLS{CAPEM: caPEM, ServerName: "wrong.test"}, deadline: 300 * time.Millisecond,
+			want: probe.Failure, wantMsg: "wrong.test", contains: true,
+		},
+		{
+			name: "plaintext to TLS", deadline: 300 * time.Millisecond,
+			want: probe.Failure, wantMsg: "error: health rpc failed", contains: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := tt.deadline
+			if d == 0 {
+				d = timeout
+			}
+			out := run(t, open(t, check.Options{}, probe.Handler{GRPC: grpcProbe(t, l, nil, tt.tls)}), d)
+			wantOutcome(t, out, tt.want, tt.wantMsg, tt.contains)
+		})
+	}
+}
+
+// selfSigned returns a self-signed ECDSA certificate for 127.0.0.1, ::1 and
+// probe.test, and its PEM.
+func selfSigned(t *testing.T) (tls.Certificate, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "probe.test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		DNSNames:              []string{"probe.test"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}

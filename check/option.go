@@ -1,0 +1,58 @@
+package check
+
+import (
+	"context"
+	"net/http"
+	"slices"
+)
+
+// The defaults New applies to zero Options fields.
+const (
+	DefaultUserAgent    = "probed/dev"
+	DefaultMaxBodyBytes = 10 << 10 // kubelet's 10 KiB
+)
+
+// Options configure a Set. The zero value is usable: HTTP, TCP and gRPC
+// probes to any address, exec probes refused.
+type Options struct {
+	// UserAgent is sent by HTTP probes that do not set User-Agent
+	// themselves, and prefixes gRPC's user agent. Default DefaultUserAgent.
+	UserAgent string
+
+	// AllowExec allows exec probes (--allow-exec). Exec probes run commands
+	// on the probe host with probed's privileges.
+	AllowExec bool
+	// ExecAllowlist, when non-empty, lists the only commands (exact
+	// Command[0] strings) exec probes may run.
+	ExecAllowlist []string
+
+	// Policy restricts the addresses network probes may connect to; nil
+	// allows every address. See Policy.
+	Policy *Policy
+
+	// MaxBodyBytes caps how much of an HTTP response body is read (and
+	// compared with ExpectedBody); the rest is ignored. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int
+
+	// Inject, when set, is called with each HTTP probe's context and
+	// request headers just before the request is sent, for example to
+	// propagate a W3C traceparent/tracestate from the context (an
+	// OpenTelemetry propagator's Inject fits: pass
+	// func(ctx, h) { prop.Inject(ctx, propagation.HeaderCarrier(h)) }).
+	// It may be called concurrently for different probes.
+	Inject func(ctx context.Context, h http.Header)
+}
+
+// withDefaults returns o with zero fields defaulted and slices copied, so
+// the caller may reuse its Options.
+func (o Options) withDefaults() Options {
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	o.ExecAllowlist = slices.Clone(o.ExecAllowlist)
+	return o
+}

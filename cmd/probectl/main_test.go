@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedtest"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// result is what one probectl run printed and returned.
+type result struct {
+	out, err string
+	code     int
+}
+
+// probectl runs the command in-process against addr.
+func probectl(ctx context.Context, addr, stdin string, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(ctx, append([]string{"--addr", addr}, args...), strings.NewReader(stdin), &out, &errOut)
+	return result{out: out.String(), err: errOut.String(), code: code}
+}
+
+// server starts a probed and returns it with a client for setting up.
+func server(t *testing.T) (*probedtest.Server, *client.Client) {
+	t.Helper()
+	s := probedtest.Start(t, probedtest.Options{})
+	return s, client.New(s.Conn)
+}
+
+func mustCreate(t *testing.T, c *client.Client, tg *probev1.Target) *probev1.Target {
+	t.Helper()
+	got, err := c.Create(t.Context(), tg)
+	if err != nil {
+		t.Fatalf("Create %s: %v", tg.GetName(), err)
+	}
+	return got
+}
+
+// backend is an HTTP server whose /healthz answers 200 or 503.
+type backend struct {
+	srv     *httptest.Server
+	healthy atomic.Bool
+}
+
+func newBackend(t *testing.T, healthy bool) *backend {
+	t.Helper()
+	b := &backend{}
+	b.healthy.Store(healthy)
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && b.healthy.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// readiness returns a target whose readiness probe GETs the backend's
+// /healthz every 100 ms.
+func (b *backend) readiness(t *testing.T, name string) *probev1.Target {
+	t.Helper()
+	_, p, err := net.SplitHostPort(b.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := int32(-900)
+	return &probev1.Target{
+		Name: name,
+		ReadinessProbe: &probev1.Probe{
+			Handler: &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{
+				Host: "127.0.0.1", Port: int32(port), Path: "/healthz",
+			}},
+			PeriodSeconds:      1,
+			PeriodMilliseconds: &ms,
+		},
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tableRows splits a printed table into rows of fields, header first.
+func tableRows(s string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		rows = append(rows, strings.Fields(line))
+	}
+	return rows
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"unknown output", []string{"-o", "xml", "list"}, `Error: unknown output format "xml": want table, json or yaml` + "\n"},
+		{"get needs a name", []string{"get"}, "Error: accepts 1 arg(s), received 0\n"},
+		{"trigger needs a probe", []string{"trigger", "x"}, `Error: required flag(s) "probe" not set` + "\n"},
+		{"bad probe", []string{"trigger", "x", "--probe", "sideways"}, `Error: unknown probe "sideways": want startup, liveness or readiness` + "\n"},
+		{"bad selector", []string{"list", "-l", "app"}, `Error: bad label selector "app": want KEY=VALUE pairs separated by commas` + "\n"},
+		{"bad kind", []string{"watch", "--kinds", "exploded"}, `Error: unknown event kind "exploded": want snapshot, transition, initialized, created, updated, reset, terminating or deleted` + "\n"},
+		{"apply needs a file", []string{"apply"}, `Error: required flag(s) "filename" not set` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := probectl(t.Context(), "127.0.0.1:1", "", tt.args...)
+			if r.code != 1 || r.err != tt.wantErr || r.out != "" {
+				t.Errorf("got code %d, stdout %q, stderr %q; want 1, nothing, %q", r.code, r.out, r.err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	r := probectl(t.Context(), addr, "", "get", "x")
+	if r.code != 1 || !strings.HasPrefix(r.err, "Error: cannot reach probed: ") {
+		t.Errorf("got code %d, stderr %q; want 1 and a cannot-reach message", r.code, r.err)
+	}
+}
+
+func TestAddrFromEnvironment(t *testing.T) {
+	s, _ := server(t)
+	t.Setenv("PROBED_ADDR", s.Addr)
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"list"}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("list with PROBED_ADDR: code %d, stderr %q", code, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "NAME") {
+		t.Errorf("stdout = %q, want a table", out.String())
+	}
+}
+
+func unmarshalJSON(s string, m proto.Message) error {
+	return protojson.Unmarshal([]byte(s), m)
+}

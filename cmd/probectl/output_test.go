@@ -1,0 +1,127 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+func TestAge(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 10, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		ago  time.Duration
+		want string
+	}{
+		{-time.Second, "0s"},
+		{0, "0s"},
+		{45 * time.Second, "45s"},
+		{119 * time.Second, "119s"},
+		{3*time.Minute + 20*time.Second, "3m20s"},
+		{5 * time.Minute, "5m"},
+		{42 * time.Minute, "42m"},
+		{5*time.Hour + 7*time.Minute, "5h7m"},
+		{30 * time.Hour, "30h"},
+		{3*24*time.Hour + 4*time.Hour, "3d4h"},
+		{40 * 24 * time.Hour, "40d"},
+	}
+	for _, tt := range tests {
+		if got := age(now, now.Add(-tt.ago)); got != tt.want {
+			t.Errorf("age(%v) = %q, want %q", tt.ago, got, tt.want)
+		}
+	}
+	if got := age(now, time.Time{}); got != "<unknown>" {
+		t.Errorf("age(zero) = %q, want <unknown>", got)
+	}
+}
+
+func TestTargetTable(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 10, 12, 0, 0, 0, time.UTC)
+	targets := []*probev1.Target{
+		{Name: "web", Status: &probev1.TargetStatus{
+			Phase: probev1.Phase_PHASE_ACTIVE, Started: true, Live: true, Ready: true,
+			Readiness: &probev1.ProbeStatus{
+				Result:    probev1.Result_RESULT_SUCCESS,
+				Effective: &probev1.Effective{Period: durationpb.New(100 * time.Millisecond)},
+			},
+			Liveness: &probev1.ProbeStatus{
+				Result:    probev1.Result_RESULT_FAILURE,
+				Effective: &probev1.Effective{Period: durationpb.New(1500 * time.Millisecond)},
+			},
+			CreateTime: timestamppb.New(now.Add(-90 * time.Second)),
+		}},
+		{Name: "going-away", Status: &probev1.TargetStatus{
+			Phase: probev1.Phase_PHASE_TERMINATING, Started: true,
+			CreateTime: timestamppb.New(now.Add(-3 * time.Hour)),
+		}},
+	}
+	var b strings.Builder
+	if err := printTargetTable(&b, now, targets); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME         PHASE         STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE\n" +
+		"web          Active        true      true    true    -         failure/1.5s   success/100ms   90s\n" +
+		"going-away   Terminating   true      false   false   -         -              -               3h\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+func TestEventCells(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 1, 10, 12, 0, 0, 123456789, time.UTC)
+	tests := []struct {
+		name string
+		ev   *probev1.Event
+		want []string
+	}{
+		{"transition", &probev1.Event{
+			Revision: 42, Time: timestamppb.New(at), Name: "web", Kind: probev1.EventKind_EVENT_KIND_TRANSITION,
+			ProbeType: probev1.ProbeType_PROBE_TYPE_READINESS, From: probev1.Result_RESULT_FAILURE, To: probev1.Result_RESULT_SUCCESS,
+			Ready: true, Message: "HTTP 200\n\tOK",
+		}, []string{"42", "2025-01-10T12:00:00.123Z", "web", "transition", "readiness", "failure→success", "true", "HTTP 200 OK"}},
+		{"reason when no message", &probev1.Event{
+			Revision: 7, Time: timestamppb.New(at), Name: "db", Kind: probev1.EventKind_EVENT_KIND_RESET, Reason: "Reset",
+		}, []string{"7", "2025-01-10T12:00:00.123Z", "db", "reset", "-", "-", "false", "Reset"}},
+		{"snapshot", &probev1.Event{Revision: 3, Name: "db", Kind: probev1.EventKind_EVENT_KIND_SNAPSHOT, Ready: true},
+			[]string{"3", "-", "db", "snapshot", "-", "-", "true", "-"}},
+		{"long message", &probev1.Event{Revision: 1, Name: "x", Kind: probev1.EventKind_EVENT_KIND_CREATED, Message: strings.Repeat("é", 150)},
+			[]string{"1", "-", "x", "created", "-", "-", "false", strings.Repeat("é", maxMessage-1) + "…"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, eventCells(tt.ev)); diff != "" {
+			t.Errorf("%s: cells (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func TestMarshalJSONIsStable(t *testing.T) {
+	t.Parallel()
+	ev := &probev1.Event{Revision: 9, Name: "web", Kind: probev1.EventKind_EVENT_KIND_CREATED, Target: &probev1.Target{
+		Name: "web", Labels: map[string]string{"b": "2", "a": "1"},
+	}}
+	line, err := marshalJSON(ev, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"revision":"9","name":"web","kind":"EVENT_KIND_CREATED","target":{"name":"web","labels":{"a":"1","b":"2"}}}`
+	if string(line) != want {
+		t.Errorf("compact = %s, want %s", line, want)
+	}
+	indented, err := marshalJSON(ev.GetTarget(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIndented := "{\n  \"name\": \"web\",\n  \"labels\": {\n    \"a\": \"1\",\n    \"b\": \"2\"\n  }\n}"
+	if string(indented) != wantIndented {
+		t.Errorf("indented = %s, want %s", indented, wantIndented)
+	}
+}

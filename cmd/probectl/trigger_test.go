@@ -1,0 +1,47 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+func TestTriggerCommand(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	b := newBackend(t, false)
+	mustCreate(t, c, b.readiness(t, "web"))
+
+	r := probectl(ctx, s.Addr, "", "trigger", "web", "--probe", "readiness")
+	if r.code != 0 {
+		t.Fatalf("code %d, stderr %q", r.code, r.err)
+	}
+	rows := tableRows(r.out)
+	if len(rows) != 2 || len(rows[1]) < 5 {
+		t.Fatalf("table = %q, want a header and one row", r.out)
+	}
+	if diff := cmp.Diff([]string{"PROBE", "OUTCOME", "LATENCY", "RESULT", "MESSAGE"}, rows[0]); diff != "" {
+		t.Errorf("header (-want +got):\n%s", diff)
+	}
+	if rows[1][0] != "readiness" || rows[1][1] != "failure" {
+		t.Errorf("row = %v, want readiness failure", rows[1])
+	}
+
+	b.healthy.Store(true)
+	r = probectl(ctx, s.Addr, "", "-o", "json", "trigger", "web", "--probe", "READINESS")
+	var resp probev1.TriggerProbeResponse
+	if r.code != 0 || unmarshalJSON(r.out, &resp) != nil {
+		t.Fatalf("json: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	if resp.GetOutcome().GetResult() != probev1.Result_RESULT_SUCCESS {
+		t.Errorf("outcome = %v, want RESULT_SUCCESS", resp.GetOutcome())
+	}
+
+	r = probectl(ctx, s.Addr, "", "trigger", "web", "--probe", "startup")
+	if r.code != 1 || r.err != "Error: target \"web\" has no startup probe: not found\n" {
+		t.Errorf("trigger absent probe: code %d, stderr %q", r.code, r.err)
+	}
+}

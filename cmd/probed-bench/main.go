@@ -1,0 +1,105 @@
+// Command probed-bench measures probed's building blocks against the models
+// they replace. Each subcommand runs its contestants in child processes of
+// its own binary, so that their CPU time, memory and goroutines do not mix.
+//
+// Usage:
+//
+//	probed-bench <command> [flags]
+//
+// Commands:
+//
+//	sched   the timer wheel against one goroutine and time.Ticker per probe
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand. A command without a summary is hidden: it is
+// an entry point for child processes, not for people.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands lists the subcommands in the order of the usage text.
+var commands = []command{
+	{name: "sched", summary: "timer wheel vs one goroutine + time.Ticker per probe", run: runSched},
+	{name: schedChildCommand, run: runSchedChild},
+}
+
+// errUsage reports bad arguments whose explanation was already printed.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the subcommand named by args[0] and returns the exit code: 0 on
+// success, 2 for bad usage, 1 for any other failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		default:
+			fmt.Fprintf(stderr, "probed-bench %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "probed-bench: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: probed-bench <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands {
+		if c.summary != "" {
+			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintln(w, "\nRun 'probed-bench <command> -h' for the flags of a command.")
+}
+
+// parseFlags parses args into fs, turning a parse error into errUsage (the
+// flag package has already printed it).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+// Package bolt is the embedded, durable engine.Store: one bbolt file,
+// <data dir>/probed.db, locked by the one process that serves it.
+//
+// A Commit is one bbolt read-write transaction and one fsync, however many
+// changes it carries: the engine batches concurrent changes into one
+// Commit (group commit), so a burst of N transitions costs one fsync, not
+// N. Values are the engine types encoded with encoding/json (their names,
+// not their numbers, for enums), so the file stays readable with the
+// bbolt CLI; SchemaVersion describes the layout.
+package bolt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+)
+
+// Store is the bbolt engine.Store. Its methods are safe for concurrent
+// use; bbolt runs one writer (Commit, Compact) at a time and lets Load run
+// beside it. After Close every method fails with ErrClosed.
+type Store struct {
+	db           *bbolt.DB
+	path         string
+	compactBatch int
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Path returns the data file's path.
+func (s *Store) Path() string { return s.path }
+
+// Load returns every target (spec and durable status, by name), the
+// retained events in revision order and the last revision assigned. A
+// value that does not decode, an event whose key is not its revision or
+// is beyond the stored revision, a spec stored under another name or
+// without a status, and a bbolt panic on a damaged page are errors
+// wrapping ErrCorrupt that name the file. A status without a spec (left by
+// a status-only change after a delete; Commit does not write those) is
+// ignored.
+func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// bbolt panics on damaged pages and a page past the end of a file
+	// shrunk since Open faults: both become errors, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = nil, corrupt(s.path, nil, "reading the file failed: %v", r)
+		}
+	}()
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		var err error
+		st, err = s.load(tx)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap("load", err)
+	}
+	return st, nil
+}
+
+func (s *Store) load(tx *bbolt.Tx) (*engine.Stored, error) {
+	if err := checkLayout(tx, s.path); err != nil {
+		return nil, err
+	}
+	rev, _ := readU64(tx.Bucket(bucketMeta).Get(keyRevision))
+	st := &engine.Stored{Revision: rev}
+	statuses := tx.Bucket(bucketStatuses)
+	err := tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
+		t := &engine.Target{Spec: &target.Spec{}}
+		if err := json.Unmarshal(v, t.Spec); err != nil {
+			return corrupt(s.path, err, "spec of target %q", k)
+		}
+		if t.Spec.Name != string(k) {
+			return corrupt(s.path, nil, "spec stored as %q is named %q", k, t.Spec.Name)
+		}
+		b := statuses.Get(k)
+		if b == nil {
+			return corrupt(s.path, nil, "target %q has a spec but no status", k)
+		}
+		if err := json.Unmarshal(b, &t.Status); err != nil {
+			return corrupt(s.path, err, "status of target %q", k)
+		}
+		st.Targets = append(st.Targets, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+		r, ok := readU64(k)
+		if !ok {
+			return corrupt(s.path, nil, "event key %x is not a revision", k)
+		}
+		if r > rev {
+			return corrupt(s.path, nil, "event %d is beyond the stored revision %d", r, rev)
+		}
+		st.Events = append(st.Events, engine.Event{})
+		ev := &st.Events[len(st.Events)-1]
+		if err := json.Unmarshal(v, ev); err != nil {
+			return corrupt(s.path, err, "event %d", r)
+		}
+		if ev.Revision != r {
+			return corrupt(s.path, nil, "event stored as revision %d has revision %d", r, ev.Revision)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Commit writes the changes in one transaction, fsync'd before it
+// returns: all or none. Each change's event gets the next revision
+// (contiguous here, though the engine only relies on strictly increasing,
+// across restarts too), recorded with Change.SetRevision; then the
+// target's spec is written if SpecChanged, its status unless Delete, both
+// are removed if Delete, and the event is appended. A status-only change
+// for a target with no stored spec (a late change after a delete) writes
+// its event only. A change with no name, or without a Target (and its
+// Spec) when it is not a delete, fails the whole Commit before anything is
+// written. An empty batch writes nothing.
+func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	for i, c := range changes {
+		if err := checkChange(c); err != nil {
+			return fmt.Errorf("%s: commit: change %d: %w", s.path, i, err)
+		}
+	}
+	return s.wrap("commit", s.db.Update(func(tx *bbolt.Tx) error {
+		return commit(tx, changes)
+	}))
+}
+
+func checkChange(c *engine.Change) error {
+	switch {
+	case c.Name == "":
+		return errors.New("no target name")
+	case c.Delete:
+		return nil
+	case c.Target == nil:
+		return fmt.Errorf("target %q: no Target and not a delete", c.Name)
+	case c.Target.Spec == nil:
+		return fmt.Errorf("target %q: no Spec", c.Name)
+	case c.SpecChanged && c.Target.Spec.Name != c.Name:
+		return fmt.Errorf("target %q: spec is named %q", c.Name, c.Target.Spec.Name)
+	}
+	return nil
+}
+
+func commit(tx *bbolt.Tx, changes []*engine.Change) error {
+	meta := tx.Bucket(bucketMeta)
+	specs, statuses, events := tx.Bucket(bucketSpecs), tx.Bucket(bucketStatuses), tx.Bucket(bucketEvents)
+	if meta == nil || specs == nil || statuses == nil || events == nil {
+		return errors.New("missing bucket")
+	}
+	events.FillPercent = eventsFillPercent
+	rev, ok := readU64(meta.Get(keyRevision))
+	if !ok {
+		return errors.New("malformed revision")
+	}
+	for _, c := range changes {
+		rev++
+		c.SetRevision(rev)
+		key := []byte(c.Name)
+		switch {
+		case c.Delete:
+			if err := specs.Delete(key); err != nil {
+				return err
+			}
+			if err := statuses.Delete(key); err != nil {
+				return err
+			}
+		case c.SpecChanged || specs.Get(key) != nil:
+			if c.SpecChanged {
+				if err := putJSON(specs, key, c.Target.Spec); err != nil {
+					return fmt.Errorf("target %q spec: %w", c.Name, err)
+				}
+			}
+			if err := putJSON(statuses, key, &c.Target.Status); err != nil {
+				return fmt.Errorf("target %q status: %w", c.Name, err)
+			}
+		}
+		if err := putJSON(events, u64(rev), &c.Event); err != nil {
+			return fmt.Errorf("event %d: %w", rev, err)
+		}
+	}
+	return meta.Put(keyRevision, u64(rev))
+}
+
+func putJSON(b *bbolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+// Compact deletes the events with a revision below before, at most
+// WithCompactBatch of them per transaction, so that a large compaction
+// (it runs in the background) never holds the writer for long; it stops
+// between transactions when ctx is done. The revision counter is not
+// touched. Each transaction is durable on its own: an interrupted
+// compaction leaves a prefix of the events deleted, which the next one
+// finishes.
+func (s *Store) Compact(ctx context.Context, before uint64) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := s.compactBatch1(before)
+		if err != nil {
+			return s.wrap("compact", err)
+		}
+		if n < s.compactBatch {
+			return nil
+		}
+	}
+}
+
+// compactBatch1 deletes up to s.compactBatch events below before in one
+// transaction and returns how many it deleted. It commits nothing (and so
+// costs no fsync) when there is nothing to delete.
+func (s *Store) compactBatch1(before uint64) (int, error) {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	events := tx.Bucket(bucketEvents)
+	if events == nil {
+		return 0, errors.New("missing bucket")
+	}
+	var keys [][]byte
+	c := events.Cursor()
+	for k, _ := c.First(); k != nil && len(keys) < s.compactBatch; k, _ = c.Next() {
+		if r, ok := readU64(k); !ok || r >= before {
+			break
+		}
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	// Not c.Delete in the loop: a bbolt cursor skips the key after a
+	// deleted one.
+	for _, k := range keys {
+		if err := events.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), tx.Commit()
+}
+
+// Close closes the data file and releases its lock. Every method fails
+// with ErrClosed afterwards; Close again returns nil.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("%s: close: %w", s.path, err)
+	}
+	return nil
+}
+
+// wrap names the file and turns bbolt's "not open" into ErrClosed; errors
+// that already name the file pass through.
+func (s *Store) wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return fmt.Errorf("%s: %s: %w", s.path, op, ErrClosed)
+	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrSchemaVersion):
+		return err
+	default:
+		return fmt.Errorf("%s: %s: %w", s.path, op, err)
+	}
+}
