@@ -181,7 +181,7 @@ func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 	if err != nil {
 		return probe.Failure, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	// Read even a failing response's body (bounded), so that its
 	// connection can be reused.
 	body, rerr := readAtMost(resp.Body, c.maxBody)

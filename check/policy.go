@@ -101,11 +101,10 @@ func (p *Policy) CheckHost(host string) error {
 	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		host = host[1 : len(host)-1]
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.Check(ip)
 	}
-	return p.Check(ip)
+	return nil // a name: checked at dial time
 }
 
 // contains reports whether pfx holds ip, reading a 4in6 prefix

@@ -15,6 +15,12 @@ import (
 // is visible to no watcher before it is durable, and all changes are
 // published in the order they were submitted.
 type committer struct {
+	store    Store
+	feed     *feed
+	clock    clockwork.Clock
+	onCommit func(changes int, took time.Duration)
+	onLost   func(names []string) // called with no lock held
+
 	mu      sync.Mutex
 	pending []pendingChange // guarded by mu
 	closed  error           // set once the committer stopped; guarded by mu
@@ -33,8 +39,8 @@ type commitStats struct {
 	Changes uint64 // changes written
 }
 
-func newCommitter() *committer {
-	return &committer{wake: make(chan struct{}, 1)}
+func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func(int, time.Duration), onLost func([]string)) *committer {
+	return &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
 }
 
 // submit queues changes as one unit (they land in the same transaction)
@@ -77,95 +83,100 @@ func finish(batch []pendingChange, err error) {
 	}
 }
 
-// commit submits changes and waits until they are durable and published.
-func (c *committer) commit(ctx context.Context, changes ...*Change) error {
-	done, err := c.submit(changes, true)
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		// The changes still land; the caller just stops waiting.
-		return ctx.Err()
-	}
-}
-
 // run writes pending changes until ctx is done, then flushes what is still
 // pending and refuses more. A store error other than lost ownership stops
 // it and is returned: the engine must not go on with state it cannot
-// persist. onLost is called (with no lock held) with the names of targets
-// whose ownership was lost.
-func (c *committer) run(ctx context.Context, store Store, f *feed, clock clockwork.Clock,
-	onCommit func(changes int, took time.Duration), onLost func([]string),
-) error {
-	var batch []pendingChange
-	var changes []*Change
+// persist.
+func (c *committer) run(ctx context.Context) error {
 	for {
+		stopping := false
 		select {
 		case <-c.wake:
 		case <-ctx.Done():
+			stopping = true
 		}
-		stopping := ctx.Err() != nil
-		c.mu.Lock()
-		batch, c.pending = c.pending, batch[:0]
 		if stopping {
+			c.mu.Lock()
 			c.closed = ErrClosed
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
-		if len(batch) > 0 {
-			changes = changes[:0]
-			for _, p := range batch {
-				changes = append(changes, p.change)
+		// On stop, loop until nothing is left (retries included).
+		for {
+			batch := c.take()
+			if len(batch) == 0 {
+				break
 			}
 			// The flush on stop must not be cancelled with ctx.
-			start := clock.Now()
-			err := store.Commit(context.WithoutCancel(ctx), changes)
-			if err == nil {
-				onCommit(len(changes), clock.Since(start))
-			}
-			var lost *OwnershipLostError
-			switch {
-			case err == nil:
-				f.publish(changes)
-				c.mu.Lock()
-				c.stats.Commits++
-				c.stats.Changes += uint64(len(changes))
-				c.mu.Unlock()
-				finish(batch, nil)
-			case errors.As(err, &lost):
-				// Nothing was written. Drop the lost targets' changes and
-				// write the others again.
-				onLost(lost.Names)
-				gone := make(map[string]bool, len(lost.Names))
-				for _, n := range lost.Names {
-					gone[n] = true
-				}
-				var retry []pendingChange
-				for _, p := range batch {
-					if gone[p.change.Name] {
-						finish([]pendingChange{p}, err)
-					} else {
-						retry = append(retry, p)
-					}
-				}
-				c.mu.Lock()
-				c.pending = append(retry, c.pending...)
-				c.mu.Unlock()
-				if len(retry) > 0 {
-					c.signal()
-				}
-			default:
-				finish(batch, err)
-				c.fail(err)
+			if err := c.write(context.WithoutCancel(ctx), batch); err != nil {
 				return err
 			}
-			clear(batch)
+			if !stopping {
+				break
+			}
 		}
 		if stopping {
 			return nil
 		}
+	}
+}
+
+// take removes and returns everything pending.
+func (c *committer) take() []pendingChange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	batch := c.pending
+	c.pending = nil
+	return batch
+}
+
+// write commits one batch and publishes it. Changes of targets whose
+// ownership was lost are dropped (their waiters get the error) and the
+// others are queued again; any other store error is returned.
+func (c *committer) write(ctx context.Context, batch []pendingChange) error {
+	changes := make([]*Change, len(batch))
+	for i, p := range batch {
+		changes[i] = p.change
+	}
+	start := c.clock.Now()
+	err := c.store.Commit(ctx, changes)
+	var lost *OwnershipLostError
+	switch {
+	case err == nil:
+		c.onCommit(len(changes), c.clock.Since(start))
+		c.feed.publish(changes)
+		c.mu.Lock()
+		c.stats.Commits++
+		c.stats.Changes += uint64(len(changes))
+		c.mu.Unlock()
+		finish(batch, nil)
+		return nil
+	case errors.As(err, &lost):
+		// Nothing was written. Drop the lost targets' changes and write
+		// the others again.
+		c.onLost(lost.Names)
+		gone := make(map[string]bool, len(lost.Names))
+		for _, n := range lost.Names {
+			gone[n] = true
+		}
+		var retry []pendingChange
+		for _, p := range batch {
+			if gone[p.change.Name] {
+				finish([]pendingChange{p}, err)
+			} else {
+				retry = append(retry, p)
+			}
+		}
+		c.mu.Lock()
+		c.pending = append(retry, c.pending...)
+		c.mu.Unlock()
+		if len(retry) > 0 {
+			c.signal()
+		}
+		return nil
+	default:
+		finish(batch, err)
+		c.fail(err)
+		return err
 	}
 }
 

@@ -123,7 +123,7 @@ type Engine struct {
 	slots   []*runner    // by wheel.ID
 	free    []wheel.ID
 
-	wheel    *wheel.Wheel  // set by Run before running is closed
+	wheel *wheel.Wheel // set by Run before running is closed
 	// probeCtx returns the context of probe runs: Run's, cancelled when Run
 	// stops. Set by Run before running is closed.
 	probeCtx func() context.Context
@@ -149,11 +149,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		log:     opts.Logger,
 		obs:     opts.Observer,
 		feed:    newFeed(opts.History, opts.HistoryBytes),
-		commits: newCommitter(),
 		targets: make(map[string]*entry),
 		running: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.drains.init()
 	stored, err := opts.Store.Load(ctx)
 	if err != nil {
@@ -192,7 +192,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stopCommits()
 	commitErr := make(chan error, 1)
 	commitWG.Go(func() {
-		commitErr <- e.commits.run(commitCtx, e.opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+		commitErr <- e.commits.run(commitCtx)
 	})
 
 	workCtx, stopWork := context.WithCancel(ctx)

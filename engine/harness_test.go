@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +39,8 @@ type harness struct {
 
 func newHarness(t *testing.T, mod ...func(*engine.Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clockwork.NewFakeClockAt(t0), store: memory.New(1)}
+	// Revisions step by 3: the engine must not assume they are contiguous.
+	h := &harness{t: t, clock: clockwork.NewFakeClockAt(t0), store: memory.New(3)}
 	h.opts = engine.Options{
 		Clock:    h.clock,
 		Store:    h.store,
@@ -271,11 +271,14 @@ func (b *backend) hostPort() (string, int32) {
 // httpProbe returns a probe of b with the given period (seconds + ms).
 func (b *backend) probe(periodSeconds int32, periodMs int32) *probe.Spec {
 	host, port := b.hostPort()
-	return &probe.Spec{
-		Handler:            probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port, Path: "/healthz"}},
-		PeriodSeconds:      periodSeconds,
-		PeriodMilliseconds: ptr(periodMs),
+	p := &probe.Spec{
+		Handler:       probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port, Path: "/healthz"}},
+		PeriodSeconds: periodSeconds,
 	}
+	if periodMs != 0 {
+		p.PeriodMilliseconds = ptr(periodMs)
+	}
+	return p
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -308,5 +311,3 @@ func ms(v ...int) []time.Duration {
 	}
 	return out
 }
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }

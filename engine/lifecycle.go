@@ -378,7 +378,11 @@ func (e *Engine) settle(ctx context.Context, done <-chan error, err error, c *Ch
 func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
 	sleep, _ := en.spec.PreStopSleep()
 	sleep = min(sleep, en.spec.GracePeriod())
-	remaining := max(en.status.DeleteTime.Add(sleep).Sub(now), 0)
+	remaining := en.status.DeleteTime.Add(sleep).Sub(now)
+	if remaining <= 0 {
+		e.drains.push(en) // no sleep (or it is over): remove at once
+		return
+	}
 	en.drain = e.wheel.After(remaining, func() { e.drains.push(en) })
 }
 

@@ -101,7 +101,9 @@ func (e *Engine) check(ctx context.Context, checker Checker, limit time.Duration
 // it answers triggers waiting for this run, then feeds the state machine
 // unless the run is stale (the target changed, was reset or deleted, or the
 // engine is stopping).
-func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.Time, out probe.Outcome) {
+// It returns, when the outcome changed what is published, a channel that
+// receives once the change is durable and visible (nil otherwise).
+func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.Time, out probe.Outcome) <-chan error {
 	en := r.entry
 	e.obs.ProbeDone(en.name, r.typ, out)
 	en.mu.Lock()
@@ -113,23 +115,23 @@ func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.T
 	r.running.Store(false)
 	if r.retired {
 		e.freeID(r)
-		return
+		return nil
 	}
 	if ctx.Err() != nil || en.removed || r.gen != gen {
-		return
+		return nil
 	}
 	r.total++
 	r.lastProbe, r.lastMessage, r.lastLatency = start, out.Message, out.Latency
-	e.observeLocked(ctx, en, r, out)
+	return e.observeLocked(en, r, out)
 }
 
 // observeLocked feeds one outcome to r's state machine and publishes what
-// changed; en.mu held. ctx is the engine's probe context.
-func (e *Engine) observeLocked(ctx context.Context, en *entry, r *runner, out probe.Outcome) {
+// changed, returning the channel of that change (nil if none); en.mu held.
+func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) <-chan error {
 	next, change := r.state.Observe(out.Result, r.eff)
 	r.state = next
 	if !change.Transition && !change.Initialized {
-		return
+		return nil
 	}
 	now := e.clock.Now()
 	ps := &en.status.Probes[r.typ]
@@ -149,7 +151,8 @@ func (e *Engine) observeLocked(ctx context.Context, en *entry, r *runner, out pr
 		ev.Kind, ev.From = KindTransition, change.From
 		ps.LastTransitionTime = now
 	}
-	if _, err := e.commits.submit([]*Change{e.changeLocked(en, ev, false, now)}, false); err != nil {
+	done, err := e.commits.submit([]*Change{e.changeLocked(en, ev, false, now)}, true)
+	if err != nil {
 		// Only when the engine is stopping: the state is not persisted and
 		// will be recomputed by the probes after a restart.
 		e.log.Debug("transition not committed", "target", en.name, "err", err)
@@ -157,7 +160,7 @@ func (e *Engine) observeLocked(ctx context.Context, en *entry, r *runner, out pr
 
 	// Scheduling consequences.
 	if change.Initialized && r.eff.InitialPeriod != r.eff.Period && r.scheduled {
-		e.wheel.Update(r.id, r.eff.Period)
+		_ = e.wheel.Update(r.id, r.eff.Period)
 	}
 	if r.typ == probe.Startup && next.Result == probe.Success {
 		// Started: the startup probe is done; liveness and readiness start
@@ -165,6 +168,7 @@ func (e *Engine) observeLocked(ctx context.Context, en *entry, r *runner, out pr
 		e.unscheduleLocked(r)
 		e.startProbesLocked(en, now, false)
 	}
+	return done
 }
 
 // changeLocked builds the change publishing ev with en's current state;
@@ -233,11 +237,4 @@ func (e *Engine) unscheduleLocked(r *runner) {
 		e.wheel.Cancel(r.id)
 		r.scheduled = false
 	}
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

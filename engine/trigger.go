@@ -42,7 +42,12 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 		en.mu.Unlock()
 		start := e.clock.Now()
 		out = e.check(ctx, checker, timeout)
-		e.finish(context.WithoutCancel(ctx), r, gen, start, out)
+		if done := e.finish(ctx, r, gen, start, out); done != nil {
+			// Return the target as this outcome left it.
+			if err := wait(ctx, done); err != nil {
+				return out, nil, err
+			}
+		}
 	} else {
 		ch := make(chan probe.Outcome, 1)
 		r.waiters = append(r.waiters, ch)

@@ -327,9 +327,7 @@ func (w *Watcher) Close() {
 	f := w.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.synced[w]; ok {
-		delete(f.synced, w)
-	}
+	delete(f.synced, w)
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true

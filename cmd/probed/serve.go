@@ -32,7 +32,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
 
 	eng, err := engine.Open(ctx, engine.Options{
 		Clock:        clockwork.NewRealClock(),

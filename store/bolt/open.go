@@ -174,7 +174,7 @@ func verify(dir, path string, o options) error {
 	if err != nil {
 		return openError(dir, path, err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // read-only check; nothing to lose
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
