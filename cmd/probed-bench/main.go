@@ -40,10 +40,12 @@ var commands = []command{
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// The stop function of NotifyContext is deliberately not called: it
+	// waits for the signal goroutine, which in an overloaded child (the
+	// baseline model) can wait minutes for a thread, and the process ends
+	// right here anyway.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run runs the subcommand named by args[0] and returns the exit code: 0 on

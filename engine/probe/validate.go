@@ -68,6 +68,7 @@ func (s *Spec) Validate(typ Type, path *field.Path, opts Options) field.List {
 	var errs field.List
 	errs = append(errs, s.Handler.validate(path, opts)...)
 
+	bad := make(map[string]bool) // fields whose own value is invalid
 	for _, f := range []struct {
 		name  string
 		value int32
@@ -81,6 +82,7 @@ func (s *Spec) Validate(typ Type, path *field.Path, opts Options) field.List {
 		{fieldInitialPeriodSeconds, deref(s.InitialPeriodSeconds)},
 	} {
 		if f.value < 0 {
+			bad[f.name] = true
 			errs = append(errs, field.Invalid(path.Child(f.name), f.value, "must be greater than or equal to 0"))
 		}
 	}
@@ -98,44 +100,45 @@ func (s *Spec) Validate(typ Type, path *field.Path, opts Options) field.List {
 		switch {
 		case f.value == nil:
 		case !opts.SubSecondProbes:
+			bad[f.name] = true
 			errs = append(errs, field.Forbidden(path.Child(f.name),
 				fmt.Sprintf("disabled by the %s feature gate; remove the field or start probed with --feature-gates=%s=true",
 					feature.SubSecondProbes, feature.SubSecondProbes)))
 		case *f.value <= -1000 || *f.value >= 1000:
+			bad[f.name] = true
 			errs = append(errs, field.Invalid(path.Child(f.name), *f.value, "must be greater than -1000 and less than 1000"))
 		}
 	}
-	if len(errs) > 0 {
-		// The effective values are meaningless when their parts are invalid.
-		return errs
-	}
 
+	// The effective values, each checked only when its parts are valid (a
+	// sum of invalid parts means nothing).
 	eff := s.Effective()
-	if eff.InitialDelay < 0 {
+	valid := func(seconds, millis string) bool { return !bad[seconds] && !bad[millis] }
+	if valid(fieldInitialDelaySeconds, fieldInitialDelayMilliseconds) && eff.InitialDelay < 0 {
 		errs = append(errs, field.Invalid(s.pick(path, fieldInitialDelaySeconds, fieldInitialDelayMilliseconds, s.InitialDelayMilliseconds),
 			pickValue(s.InitialDelaySeconds, s.InitialDelayMilliseconds),
 			fmt.Sprintf("effective initial delay %s + %s = %v must not be negative",
 				describe(fieldInitialDelaySeconds, s.InitialDelaySeconds, false), describeMillis(fieldInitialDelayMilliseconds, s.InitialDelayMilliseconds), eff.InitialDelay)))
 	}
-	if eff.Period < opts.MinPeriod {
+	if valid(fieldPeriodSeconds, fieldPeriodMilliseconds) && eff.Period < opts.MinPeriod {
 		errs = append(errs, field.Invalid(s.pick(path, fieldPeriodSeconds, fieldPeriodMilliseconds, s.PeriodMilliseconds),
 			pickValue(s.PeriodSeconds, s.PeriodMilliseconds),
 			fmt.Sprintf("effective period %s + %s = %v must be at least %v (the server's --min-period)",
 				describe(fieldPeriodSeconds, s.PeriodSeconds, true), describeMillis(fieldPeriodMilliseconds, s.PeriodMilliseconds), eff.Period, opts.MinPeriod)))
 	}
-	if eff.Timeout < opts.MinTimeout {
+	if valid(fieldTimeoutSeconds, fieldTimeoutMilliseconds) && eff.Timeout < opts.MinTimeout {
 		errs = append(errs, field.Invalid(s.pick(path, fieldTimeoutSeconds, fieldTimeoutMilliseconds, s.TimeoutMilliseconds),
 			pickValue(s.TimeoutSeconds, s.TimeoutMilliseconds),
 			fmt.Sprintf("effective timeout %s + %s = %v must be at least %v (the server's --min-timeout)",
 				describe(fieldTimeoutSeconds, s.TimeoutSeconds, true), describeMillis(fieldTimeoutMilliseconds, s.TimeoutMilliseconds), eff.Timeout, opts.MinTimeout)))
 	}
-	if (s.InitialPeriodSeconds != nil || s.InitialPeriodMilliseconds != nil) && eff.InitialPeriod < opts.MinPeriod {
+	if (s.InitialPeriodSeconds != nil || s.InitialPeriodMilliseconds != nil) && valid(fieldInitialPeriodSeconds, fieldInitialPeriodMillis) && eff.InitialPeriod < opts.MinPeriod {
 		errs = append(errs, field.Invalid(s.pick(path, fieldInitialPeriodSeconds, fieldInitialPeriodMillis, s.InitialPeriodMilliseconds),
 			pickValue(deref(s.InitialPeriodSeconds), s.InitialPeriodMilliseconds),
 			fmt.Sprintf("effective initial period %s + %s = %v must be at least %v (the server's --min-period)",
 				describe(fieldInitialPeriodSeconds, deref(s.InitialPeriodSeconds), false), describeMillis(fieldInitialPeriodMillis, s.InitialPeriodMilliseconds), eff.InitialPeriod, opts.MinPeriod)))
 	}
-	if typ != Readiness && eff.SuccessThreshold != 1 {
+	if !bad[fieldSuccessThreshold] && typ != Readiness && eff.SuccessThreshold != 1 {
 		errs = append(errs, field.Invalid(path.Child(fieldSuccessThreshold), s.SuccessThreshold,
 			fmt.Sprintf("must be 1 for %s probes", typ)))
 	}

@@ -110,6 +110,18 @@ func TestValidate(t *testing.T) {
 			spec: with(func(s *probe.Spec) { s.PeriodMilliseconds = ptr[int32](-999) }),
 		},
 		{
+			name: "an invalid timeout does not hide a period below the floor",
+			spec: with(func(s *probe.Spec) {
+				s.PeriodSeconds = 1
+				s.PeriodMilliseconds = ptr[int32](-950)
+				s.TimeoutMilliseconds = ptr[int32](1000)
+			}),
+			want: []wantErr{
+				{"target.readinessProbe.timeoutMilliseconds", "Invalid value: 1000"},
+				{"target.readinessProbe.periodMilliseconds", "= 50ms must be at least 100ms"},
+			},
+		},
+		{
 			name: "effective timeout below the floor",
 			spec: with(func(s *probe.Spec) { s.TimeoutSeconds = 1; s.TimeoutMilliseconds = ptr[int32](-901) }),
 			want: []wantErr{{"target.readinessProbe.timeoutMilliseconds", "effective timeout timeoutSeconds 1 + timeoutMilliseconds -901 = 99ms must be at least 100ms"}},
