@@ -18,7 +18,7 @@ type committer struct {
 	store    Store
 	feed     *feed
 	clock    clockwork.Clock
-	onCommit func(changes int, took time.Duration)
+	onCommit func(changes []*Change, took time.Duration) // after publishing
 	onLost   func(names []string) // called with no lock held
 
 	mu      sync.Mutex
@@ -39,7 +39,7 @@ type commitStats struct {
 	Changes uint64 // changes written
 }
 
-func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func(int, time.Duration), onLost func([]string)) *committer {
+func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
 	return &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
 }
 
@@ -142,8 +142,9 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 	var lost *OwnershipLostError
 	switch {
 	case err == nil:
-		c.onCommit(len(changes), c.clock.Since(start))
+		took := c.clock.Since(start)
 		c.feed.publish(changes)
+		c.onCommit(changes, took)
 		c.mu.Lock()
 		c.stats.Commits++
 		c.stats.Changes += uint64(len(changes))

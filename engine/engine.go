@@ -25,6 +25,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/probed/probed/engine/feature"
+	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/engine/wheel"
@@ -55,6 +56,12 @@ type Options struct {
 	HistoryBytes int // bytes retained (estimated); default 64 MiB
 	WatchBuffer  int // live events a watcher may have pending; default 10,000
 	MaxTargets   int // 0: no limit
+	// MaxTargetsPerOwner limits the targets one client identity (see
+	// WithOwner) may have; 0: no limit.
+	MaxTargetsPerOwner int
+	// Admit, when set, adds checks to the validation of a created or
+	// updated target (e.g. the server's target address policy).
+	Admit func(spec *target.Spec) field.List
 	MaxInflight  int // probes running at once; default 100,000
 
 	Tick   time.Duration // timer wheel tick; default 1ms
@@ -116,8 +123,9 @@ type Engine struct {
 	commits *committer
 	drains  drainQueue
 
-	mu      sync.Mutex        // guards targets
+	mu      sync.Mutex        // guards targets and owned
 	targets map[string]*entry // every target not yet removed
+	owned   map[string]int    // targets per owner
 
 	slotsMu sync.RWMutex // guards slots and free
 	slots   []*runner    // by wheel.ID
@@ -150,10 +158,12 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		obs:     opts.Observer,
 		feed:    newFeed(opts.History, opts.HistoryBytes),
 		targets: make(map[string]*entry),
+		owned:   make(map[string]int),
 		running: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+	e.feed.onEvict = e.obs.WatcherEvicted
 	e.drains.init()
 	stored, err := opts.Store.Load(ctx)
 	if err != nil {
@@ -249,8 +259,11 @@ func (e *Engine) targetOptions() target.Options {
 	return target.Options{Gates: e.opts.Gates, MinPeriod: e.opts.MinPeriod, MinTimeout: e.opts.MinTimeout, AllowExec: e.opts.AllowExec}
 }
 
-func (e *Engine) observeCommit(changes int, took time.Duration) {
-	e.obs.Committed(changes, took)
+func (e *Engine) observeCommit(changes []*Change, took time.Duration) {
+	e.obs.Committed(len(changes), took)
+	for _, c := range changes {
+		e.obs.Published(&c.Event)
+	}
 }
 
 // lose stops probing targets whose ownership the store says was lost.
@@ -259,6 +272,9 @@ func (e *Engine) lose(names []string) {
 		e.mu.Lock()
 		en := e.targets[name]
 		delete(e.targets, name)
+		if en != nil {
+			e.countOwnedLocked(en.status.Owner, -1)
+		}
 		e.mu.Unlock()
 		if en == nil {
 			continue

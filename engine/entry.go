@@ -47,6 +47,7 @@ type runner struct {
 	lastMessage string
 	lastLatency time.Duration
 	total       uint64
+	recent      recentRing
 
 	// running is set by whoever starts a run (dispatch or a trigger) and
 	// cleared under entry.mu once the outcome was applied: one probe never

@@ -19,6 +19,7 @@ type feed struct {
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
 	closed  error                  // set by close; guarded by mu
 	watched int                    // open watchers; guarded by mu
+	onEvict func()                 // a watcher was ended as too slow; set before use
 }
 
 func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
@@ -61,6 +62,9 @@ func (f *feed) publish(changes []*Change) {
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event) {
 				delete(f.synced, w)
+				if f.onEvict != nil {
+					f.onEvict()
+				}
 			}
 		}
 	}

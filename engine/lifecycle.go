@@ -16,11 +16,12 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
-	if err := target.Validate(spec, nil, e.targetOptions()).Err(); err != nil {
+	if err := e.validate(spec, nil); err != nil {
 		return nil, err
 	}
 	now := e.clock.Now()
-	en := &entry{name: spec.Name, spec: spec, status: Status{Phase: Active, CreateTime: now, StartTime: now}}
+	owner := OwnerFrom(ctx)
+	en := &entry{name: spec.Name, spec: spec, status: Status{Phase: Active, CreateTime: now, StartTime: now, Owner: owner}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
 		en.mu.Unlock()
@@ -39,7 +40,13 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 		e.discard(en)
 		return nil, fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
 	}
+	if limit := e.opts.MaxTargetsPerOwner; limit > 0 && owner != "" && e.owned[owner] >= limit {
+		e.mu.Unlock()
+		e.discard(en)
+		return nil, fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", owner, limit, ErrResourceExhausted)
+	}
 	e.targets[spec.Name] = en
+	e.countOwnedLocked(owner, 1)
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
@@ -52,6 +59,7 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 		e.mu.Lock()
 		if e.targets[spec.Name] == en {
 			delete(e.targets, spec.Name)
+			e.countOwnedLocked(owner, -1)
 		}
 		e.mu.Unlock()
 		e.discard(en)
@@ -81,6 +89,16 @@ func (e *Engine) openRunnersLocked(en *entry) error {
 		r.checker = c
 	}
 	return nil
+}
+
+// validate runs the target's validation (ratcheting against old on an
+// update) and the server's extra admission checks.
+func (e *Engine) validate(spec, old *target.Spec) error {
+	errs := target.Validate(spec, old, e.targetOptions())
+	if e.opts.Admit != nil {
+		errs = append(errs, e.opts.Admit(spec)...)
+	}
+	return errs.Err()
 }
 
 // discard releases a target that never got published.
@@ -168,6 +186,7 @@ func (e *Engine) withLive(t *Target) *Target {
 		ps.ConsecutiveSuccesses = r.state.ConsecutiveSuccesses()
 		ps.ConsecutiveFailures = r.state.ConsecutiveFailures()
 		ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
+		ps.Recent = r.recent.samples()
 	}
 	return &out
 }
@@ -195,7 +214,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		en.mu.Unlock()
 		return nil, fmt.Errorf("target %q is terminating: %w", spec.Name, ErrFailedPrecondition)
 	}
-	if err := target.Validate(spec, en.spec, e.targetOptions()).Err(); err != nil {
+	if err := e.validate(spec, en.spec); err != nil {
 		en.mu.Unlock()
 		return nil, err
 	}
@@ -409,6 +428,7 @@ func (e *Engine) remove(ctx context.Context, en *entry) error {
 	e.mu.Lock()
 	if e.targets[en.name] == en {
 		delete(e.targets, en.name)
+		e.countOwnedLocked(en.status.Owner, -1)
 	}
 	e.mu.Unlock()
 	en.mu.Lock()

@@ -263,3 +263,43 @@ func TestTriggerJoinsARunningProbe(t *testing.T) {
 		t.Errorf("outcomes = %+v, want the same timeout failure twice", outs)
 	}
 }
+
+func TestOwnerLimitAndAdmission(t *testing.T) {
+	h := newHarness(t, func(o *engine.Options) {
+		o.MaxTargetsPerOwner = 1
+		o.Admit = func(spec *target.Spec) field.List {
+			if spec.Labels["forbidden"] != "" {
+				return field.List{field.Forbidden(field.NewPath("target").Child("labels"), "not here")}
+			}
+			return nil
+		}
+	})
+	alice := engine.WithOwner(context.Background(), "alice")
+	bob := engine.WithOwner(context.Background(), "bob")
+	tg, err := h.eng.Create(alice, &target.Spec{Name: "a1"})
+	if err != nil || tg.Status.Owner != "alice" {
+		t.Fatalf("Create = %+v, %v; want owner alice", tg, err)
+	}
+	if _, err := h.eng.Create(alice, &target.Spec{Name: "a2"}); !errors.Is(err, engine.ErrResourceExhausted) {
+		t.Errorf("second target of alice: %v, want ErrResourceExhausted", err)
+	}
+	if _, err := h.eng.Create(bob, &target.Spec{Name: "b1"}); err != nil {
+		t.Errorf("bob's first target: %v", err)
+	}
+	if _, err := h.eng.Delete(alice, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	h.next(engine.KindDeleted)
+	if _, err := h.eng.Create(alice, &target.Spec{Name: "a2"}); err != nil {
+		t.Errorf("alice after deleting her target: %v", err)
+	}
+	h.restart() // ownership is durable and counted again
+	if _, err := h.eng.Create(alice, &target.Spec{Name: "a3"}); !errors.Is(err, engine.ErrResourceExhausted) {
+		t.Errorf("alice after a restart: %v, want ErrResourceExhausted", err)
+	}
+	_, err = h.eng.Create(context.Background(), &target.Spec{Name: "x", Labels: map[string]string{"forbidden": "yes"}})
+	var list *field.ListError
+	if !errors.As(err, &list) || list.List[0].Field != "target.labels" {
+		t.Errorf("Admit error not reported: %v", err)
+	}
+}

@@ -60,7 +60,7 @@ func (e *Engine) execute(ctx context.Context, r *runner) {
 	checker, timeout, gen := r.checker, r.eff.Timeout, r.gen
 	en.mu.Unlock()
 	start := e.clock.Now()
-	out := e.check(ctx, checker, timeout)
+	out := e.check(ctx, r, checker, timeout)
 	e.finish(ctx, r, gen, start, out)
 	e.inflight.Add(-1)
 	e.wheel.Done(r.id)
@@ -69,12 +69,13 @@ func (e *Engine) execute(ctx context.Context, r *runner) {
 // check runs checker under the probe's timeout. A panic is recovered and
 // reported as Unknown with its message; a run cut off by the timeout is a
 // Failure that says so.
-func (e *Engine) check(ctx context.Context, checker Checker, limit time.Duration) (out probe.Outcome) {
+func (e *Engine) check(ctx context.Context, r *runner, checker Checker, limit time.Duration) (out probe.Outcome) {
 	if checker == nil {
 		return probe.Outcome{Result: probe.Unknown, Message: "probe has no checker (target being removed)"}
 	}
 	cctx, cancel := timeout.With(ctx, e.clock, limit)
 	defer cancel()
+	cctx = e.obs.ProbeStarted(cctx, r.entry.name, r.typ)
 	start := e.clock.Now()
 	defer func() {
 		if p := recover(); p != nil {
@@ -85,6 +86,7 @@ func (e *Engine) check(ctx context.Context, checker Checker, limit time.Duration
 		if out.Latency == 0 {
 			out.Latency = e.clock.Since(start)
 		}
+		e.obs.ProbeDone(cctx, r.entry.name, r.typ, out)
 	}()
 	out = checker.Check(cctx)
 	if out.Result != probe.Success && timeout.Expired(cctx) && ctx.Err() == nil {
@@ -105,7 +107,6 @@ func (e *Engine) check(ctx context.Context, checker Checker, limit time.Duration
 // receives once the change is durable and visible (nil otherwise).
 func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.Time, out probe.Outcome) <-chan error {
 	en := r.entry
-	e.obs.ProbeDone(en.name, r.typ, out)
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	for _, w := range r.waiters {
@@ -122,6 +123,7 @@ func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.T
 	}
 	r.total++
 	r.lastProbe, r.lastMessage, r.lastLatency = start, out.Message, out.Latency
+	r.recent.add(out)
 	return e.observeLocked(en, r, out)
 }
 

@@ -63,6 +63,9 @@ type Status struct {
 	// is the zero ProbeStatus and Present false.
 	Probes     [probe.NumTypes]ProbeStatus `json:"probes"`
 	CreateTime time.Time                   `json:"createTime"`
+	// Owner is the client identity that created the target (see
+	// WithOwner); empty without authentication.
+	Owner string `json:"owner,omitempty"`
 	// StartTime is the creation or the last reset: initial delays count
 	// from it.
 	StartTime  time.Time `json:"startTime"`
@@ -87,6 +90,8 @@ type ProbeStatus struct {
 	LastMessage          string          `json:"-"`
 	LastLatency          time.Duration   `json:"-"`
 	ProbesTotal          uint64          `json:"-"`
+	// Recent are the last RecentSamples runs, oldest first.
+	Recent []Sample `json:"-"`
 }
 
 // Started: the startup probe has succeeded, or there is none.

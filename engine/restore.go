@@ -33,6 +33,7 @@ func (e *Engine) restore(t *Target) {
 		r.checker = c
 	}
 	e.targets[en.name] = en
+	e.countOwnedLocked(t.Status.Owner, 1)
 }
 
 // startRestored schedules the restored targets (in Run, before anything

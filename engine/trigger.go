@@ -41,7 +41,7 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 		checker, timeout, gen := r.checker, r.eff.Timeout, r.gen
 		en.mu.Unlock()
 		start := e.clock.Now()
-		out = e.check(ctx, checker, timeout)
+		out = e.check(ctx, r, checker, timeout)
 		if done := e.finish(ctx, r, gen, start, out); done != nil {
 			// Return the target as this outcome left it.
 			if err := wait(ctx, done); err != nil {
