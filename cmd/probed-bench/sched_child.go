@@ -90,6 +90,7 @@ func measureModel(ctx context.Context, model string, cfg schedConfig, profile io
 		return modelResult{}, nil, fmt.Errorf("unknown model %q, want one of %v", model, modelNames)
 	}
 	rec := newRecorder()
+	runtime.GC() // nothing runs yet: collect, so that base counts only live memory
 	base := stateBytes()
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -165,10 +166,11 @@ func measureModel(ctx context.Context, model string, cfg schedConfig, profile io
 	return res, stop, nil
 }
 
-// stateBytes returns the bytes of live heap and goroutine stacks, after a
-// garbage collection.
+// stateBytes returns the bytes of heap and goroutine stacks in use. It
+// does not collect garbage first: under the baseline's overload,
+// runtime.GC's sweep loop yields to the scheduler and can wait minutes to
+// run again. Neither model makes garbage while it runs.
 func stateBytes() int64 {
-	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc + m.StackInuse)

@@ -36,6 +36,10 @@ type config struct {
 	maxInflight  int
 	tick         time.Duration
 	grace        time.Duration
+
+	telemetry telemetryConfig // telemetry.go
+	security  securityConfig  // security.go
+	ui        uiConfig        // ui.go
 }
 
 // parseFlags reads the command line. Bad values (an unknown feature gate,
@@ -60,6 +64,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	c.telemetry.register(fs)
+	c.security.register(fs)
+	c.ui.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -85,6 +92,15 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--min-timeout %v: must be positive", c.minTimeout)
 	case c.tick <= 0 || c.tick > time.Second:
 		return nil, fmt.Errorf("--tick %v: must be between 1ns and 1s", c.tick)
+	}
+	if err := c.telemetry.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.security.validate(c.addr); err != nil {
+		return nil, err
+	}
+	if err := c.ui.validate(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -38,10 +38,28 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 	}()
 
-	eng, err := engine.Open(ctx, engine.Options{
+	tel, err := startTelemetry(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tel.shutdown(sctx); err != nil {
+			log.Error("stopping telemetry", "err", err)
+		}
+	}()
+	sec, err := newSecurity(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer sec.close()
+
+	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
+	engOpts := engine.Options{
 		Clock:        clockwork.NewRealClock(),
 		Store:        store,
-		Checkers:     check.New(check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec}),
+		Observer:     tel.engineObserver(),
 		Logger:       log,
 		Gates:        cfg.gates,
 		MinPeriod:    cfg.minPeriod,
@@ -53,8 +71,14 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		MaxTargets:   cfg.maxTargets,
 		MaxInflight:  cfg.maxInflight,
 		Tick:         cfg.tick,
-	})
+	}
+	sec.configure(&engOpts, &checkOpts)
+	engOpts.Checkers = check.New(checkOpts)
+	eng, err := engine.Open(ctx, engOpts)
 	if err != nil {
+		return err
+	}
+	if err := tel.observe(eng); err != nil {
 		return err
 	}
 
@@ -62,8 +86,8 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.addr, err)
 	}
-	g := grpc.NewServer()
-	server.New(eng, server.Options{Logger: log}).Register(g)
+	g := grpc.NewServer(append(sec.grpcOptions(), tel.grpcOptions()...)...)
+	server.New(eng, server.Options{Logger: log, Observer: tel.serverObserver()}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
@@ -75,6 +99,13 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	wg.Go(func() { engineErr <- eng.Run(engineCtx) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- g.Serve(lis) })
+	waitUI, err := startUI(engineCtx, cfg, eng, sec, log)
+	if err != nil {
+		stopEngine()
+		g.Stop()
+		wg.Wait()
+		return err
+	}
 
 	log.Info("probed serving", "addr", lis.Addr().String(), "data_dir", cfg.dataDir, "feature_gates", cfg.gates.String(), "version", version)
 	if ready != nil {
@@ -105,6 +136,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		<-stopped
 	}
 	wg.Wait()
+	waitUI()
 	if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) && runErr == nil {
 		runErr = err
 	}
