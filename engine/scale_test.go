@@ -1,0 +1,105 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+)
+
+// raiseFileLimit lifts the soft limit on open files to the hard one and
+// returns it.
+func raiseFileLimit(t *testing.T) uint64 {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	old := lim.Cur
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lim.Cur = old
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	})
+	return lim.Max
+}
+
+// TestHangingTargetsDoNotDelayHealthyOnes registers 10,000 targets whose
+// server never answers (a listener that never accepts: connections hang in
+// the handshake or the request until the probe's timeout) next to a healthy
+// target probed every 100ms. With the fake clock standing still at each due
+// time, the healthy probe must run at exactly that time while thousands of
+// hanging probes are in flight: a scheduler or dispatcher that waited for
+// them would never get there, since their timeouts only pass when the clock
+// moves.
+func TestHangingTargetsDoNotDelayHealthyOnes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 sockets; skipped with -short")
+	}
+	n := 10_000
+	if limit := raiseFileLimit(t); limit < uint64(n)+2000 {
+		n = int(limit) - 2000
+		t.Logf("open-file limit %d: using %d hanging targets", limit, n)
+	}
+	h := newHarness(t)
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close()
+	port := int32(hang.Addr().(*net.TCPAddr).Port)
+	healthy := h.newBackend(200)
+	ctx := context.Background()
+	for i := range n {
+		p := &probe.Spec{
+			Handler:             probe.Handler{HTTPGet: &probe.HTTPGet{Host: "127.0.0.1", Port: port}},
+			PeriodSeconds:       1,
+			TimeoutMilliseconds: ptr[int32](-100), // 900ms
+		}
+		if _, err := h.eng.Create(ctx, &target.Spec{Name: fmt.Sprintf("hang-%d", i), LivenessProbe: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.eng.Create(ctx, &target.Spec{Name: "healthy", ReadinessProbe: healthy.probe(1, -900)}); err != nil {
+		t.Fatal(err)
+	}
+	total := func() uint64 { return h.get("healthy").Status.Probes[probe.Readiness].ProbesTotal }
+	waitTotal := func(want uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); total() < want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("healthy probe %d did not run at %v while the clock stood still (%d probes in flight)",
+					want, h.clock.Now().Sub(t0), h.eng.Stats().Inflight)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitTotal(1) // its first run, at creation
+	maxInflight := int64(0)
+	for i := 1; i <= 15; i++ { // 1.5s: past the hanging probes' timeouts and their next period
+		h.clock.Advance(100 * time.Millisecond)
+		waitTotal(uint64(i + 1))
+		ps := h.get("healthy").Status.Probes[probe.Readiness]
+		if want := t0.Add(time.Duration(i) * 100 * time.Millisecond); !ps.LastProbeTime.Equal(want) {
+			t.Fatalf("healthy probe %d ran at %v, want %v", i, ps.LastProbeTime.Sub(t0), want.Sub(t0))
+		}
+		maxInflight = max(maxInflight, h.eng.Stats().Inflight)
+	}
+	if maxInflight < int64(n)/2 {
+		t.Fatalf("at most %d probes were in flight; the hanging targets did not hang (want about %d)", maxInflight, n)
+	}
+	t.Logf("%d hanging targets, up to %d probes in flight; the healthy probe ran at every due time", n, maxInflight)
+	for i := range n { // stop them before the harness stops the engine
+		if _, err := h.eng.Delete(ctx, fmt.Sprintf("hang-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

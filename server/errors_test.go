@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/field"
+)
+
+func TestToStatus(t *testing.T) {
+	t.Parallel()
+	invalid := field.List{
+		field.Invalid(field.NewPath("target").Child("name"), "A", "must be lower case"),
+		field.Required(field.NewPath("target").Child("readinessProbe"), "a handler"),
+	}.Err()
+	tests := []struct {
+		name     string
+		err      error
+		code     codes.Code
+		metadata map[string]string
+		fields   []string
+	}{
+		{name: "nil", err: nil, code: codes.OK},
+		{name: "field errors", err: fmt.Errorf("create: %w", invalid), code: codes.InvalidArgument, fields: []string{"target.name", "target.readinessProbe"}},
+		{name: "invalid without fields", err: fmt.Errorf("checker: %w", engine.ErrInvalid), code: codes.InvalidArgument},
+		{name: "not found", err: fmt.Errorf("x: %w", engine.ErrNotFound), code: codes.NotFound},
+		{name: "already exists", err: fmt.Errorf("x: %w", engine.ErrAlreadyExists), code: codes.AlreadyExists},
+		{name: "failed precondition", err: fmt.Errorf("x: %w", engine.ErrFailedPrecondition), code: codes.FailedPrecondition},
+		{name: "resource exhausted", err: fmt.Errorf("x: %w", engine.ErrResourceExhausted), code: codes.ResourceExhausted},
+		{
+			name: "compacted", err: &engine.CompactedError{Requested: 3, Oldest: 40}, code: codes.OutOfRange,
+			metadata: map[string]string{"requested_revision": "3", "oldest_revision": "40"},
+		},
+		{
+			name: "slow watcher", err: &engine.SlowWatcherError{LastRevision: 41, Buffer: 10}, code: codes.ResourceExhausted,
+			metadata: map[string]string{"last_revision": "41", "resume_revision": "42"},
+		},
+		{name: "closed", err: engine.ErrClosed, code: codes.Unavailable},
+		{name: "ownership", err: &engine.OwnershipLostError{Names: []string{"a"}}, code: codes.Unavailable},
+		{name: "canceled", err: context.Canceled, code: codes.Canceled},
+		{name: "deadline", err: context.DeadlineExceeded, code: codes.DeadlineExceeded},
+		{name: "status passes through", err: status.Error(codes.PermissionDenied, "no"), code: codes.PermissionDenied},
+		{name: "unknown", err: errors.New("boom"), code: codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := status.Convert(toStatus(tt.err))
+			if st.Code() != tt.code {
+				t.Fatalf("code = %v, want %v (%v)", st.Code(), tt.code, st.Message())
+			}
+			var fields []string
+			md := map[string]string{}
+			for _, d := range st.Details() {
+				switch d := d.(type) {
+				case *errdetails.BadRequest:
+					for _, v := range d.GetFieldViolations() {
+						fields = append(fields, v.GetField())
+						if v.GetDescription() == "" {
+							t.Errorf("violation of %s has no description", v.GetField())
+						}
+					}
+				case *errdetails.ErrorInfo:
+					if d.GetDomain() != errorDomain {
+						t.Errorf("ErrorInfo domain = %q", d.GetDomain())
+					}
+					md = d.GetMetadata()
+				}
+			}
+			if fmt.Sprint(fields) != fmt.Sprint(tt.fields) {
+				t.Errorf("field violations = %v, want %v", fields, tt.fields)
+			}
+			for k, v := range tt.metadata {
+				if md[k] != v {
+					t.Errorf("metadata[%s] = %q, want %q", k, md[k], v)
+				}
+			}
+		})
+	}
+}
