@@ -19,7 +19,7 @@ type committer struct {
 	feed     *feed
 	clock    clockwork.Clock
 	onCommit func(changes []*Change, took time.Duration) // after publishing
-	onLost   func(names []string) // called with no lock held
+	onLost   func(names []string)                        // called with no lock held
 
 	mu      sync.Mutex
 	pending []pendingChange // guarded by mu

@@ -61,8 +61,8 @@ type Options struct {
 	MaxTargetsPerOwner int
 	// Admit, when set, adds checks to the validation of a created or
 	// updated target (e.g. the server's target address policy).
-	Admit func(spec *target.Spec) field.List
-	MaxInflight  int // probes running at once; default 100,000
+	Admit       func(spec *target.Spec) field.List
+	MaxInflight int // probes running at once; default 100,000
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS

@@ -28,7 +28,9 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func api(s *probedtest.Server) probev1.ProbeServiceClient { return probev1.NewProbeServiceClient(s.Conn) }
+func api(s *probedtest.Server) probev1.ProbeServiceClient {
+	return probev1.NewProbeServiceClient(s.Conn)
+}
 
 func hostPort(t *testing.T, addr string) (string, int32) {
 	t.Helper()
@@ -193,12 +195,18 @@ func TestInvalidTargetCarriesEveryViolation(t *testing.T) {
 		call func() error
 		code codes.Code
 	}{
-		{"get without name", func() error { _, err := api(s).GetTarget(context.Background(), &probev1.GetTargetRequest{}); return err }, codes.InvalidArgument},
+		{"get without name", func() error {
+			_, err := api(s).GetTarget(context.Background(), &probev1.GetTargetRequest{})
+			return err
+		}, codes.InvalidArgument},
 		{"get unknown", func() error {
 			_, err := api(s).GetTarget(context.Background(), &probev1.GetTargetRequest{Name: "nope"})
 			return err
 		}, codes.NotFound},
-		{"create without target", func() error { _, err := api(s).CreateTarget(context.Background(), &probev1.CreateTargetRequest{}); return err }, codes.InvalidArgument},
+		{"create without target", func() error {
+			_, err := api(s).CreateTarget(context.Background(), &probev1.CreateTargetRequest{})
+			return err
+		}, codes.InvalidArgument},
 		{"trigger without type", func() error {
 			_, err := api(s).TriggerProbe(context.Background(), &probev1.TriggerProbeRequest{Name: "x"})
 			return err
