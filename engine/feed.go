@@ -20,6 +20,8 @@ type feed struct {
 	closed  error                  // set by close; guarded by mu
 	watched int                    // open watchers; guarded by mu
 	onEvict func()                 // a watcher was ended as too slow; set before use
+	// maxWatchers limits watched (0: no limit); set before use.
+	maxWatchers int
 }
 
 func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
@@ -39,10 +41,12 @@ func (f *feed) restore(st *Stored) {
 	for _, t := range st.Targets {
 		f.view.ReplaceOrInsert(t)
 	}
+	f.hist.compacted = st.Compacted
+	// Events the bounds drop here are still in the store: they count
+	// towards the next compaction.
 	for _, ev := range st.Events {
 		f.hist.append(ev)
 	}
-	f.hist.compaction = 0
 	f.rev = st.Revision
 }
 
@@ -78,6 +82,14 @@ func (f *feed) get(name string) (*Target, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.view.Get(&Target{Spec: nameOnly(name)})
+}
+
+// forget drops a target from the view without an event: its ownership
+// was lost, so this engine reports it no more (its history stays).
+func (f *feed) forget(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.view.Delete(&Target{Spec: nameOnly(name)})
 }
 
 // revision returns the last published revision.

@@ -22,7 +22,8 @@ type Store interface {
 	// ErrOwnershipLost (use *OwnershipLostError to name the targets) when
 	// another replica owns some of the targets; nothing is written then.
 	Commit(ctx context.Context, changes []*Change) error
-	// Compact deletes the events with a revision below before.
+	// Compact deletes the events with a revision below before and
+	// remembers the newest one it deleted (Stored.Compacted).
 	Compact(ctx context.Context, before uint64) error
 	// Close releases the store; it is not usable afterwards.
 	Close() error
@@ -36,6 +37,9 @@ type Stored struct {
 	// Revision is the last revision assigned (at least that of every
 	// event, also of compacted ones); the next is greater.
 	Revision uint64
+	// Compacted is the revision of the newest event Compact deleted (0 if
+	// none): a watch from a revision at or below it is ErrCompacted.
+	Compacted uint64
 }
 
 // Change is one durable change: a target's new state and the event that

@@ -32,6 +32,9 @@ var (
 
 	keySchema   = []byte("schema")
 	keyRevision = []byte("revision")
+	// keyCompacted holds the revision of the newest event Compact deleted
+	// (absent: none).
+	keyCompacted = []byte("compacted")
 )
 
 // eventsFillPercent packs event pages full: events are only appended (at

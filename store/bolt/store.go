@@ -74,6 +74,13 @@ func (s *Store) load(tx *bbolt.Tx) (*engine.Stored, error) {
 	}
 	rev, _ := readU64(tx.Bucket(bucketMeta).Get(keyRevision))
 	st := &engine.Stored{Revision: rev}
+	if b := tx.Bucket(bucketMeta).Get(keyCompacted); b != nil {
+		c, ok := readU64(b)
+		if !ok {
+			return nil, corrupt(s.path, nil, "malformed compaction mark %x", b)
+		}
+		st.Compacted = c
+	}
 	statuses := tx.Bucket(bucketStatuses)
 	err := tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
 		t := &engine.Target{Spec: &target.Spec{}}
@@ -261,6 +268,13 @@ func (s *Store) compactBatch1(before uint64) (int, error) {
 	// deleted one.
 	for _, k := range keys {
 		if err := events.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	newest, _ := readU64(keys[len(keys)-1])
+	if old, ok := readU64(meta.Get(keyCompacted)); !ok || newest > old {
+		if err := meta.Put(keyCompacted, u64(newest)); err != nil {
 			return 0, err
 		}
 	}

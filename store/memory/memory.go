@@ -24,8 +24,9 @@ type Store struct {
 	statuses map[string][]byte
 	events   [][]byte
 	revs     []uint64 // revision of each element of events
-	rev      uint64
-	closed   bool
+	rev       uint64
+	compacted uint64 // newest deleted event
+	closed    bool
 	// Step is added to the revision for each change (default 1); a step
 	// above 1 exercises "strictly increasing, not contiguous".
 	step uint64
@@ -45,7 +46,7 @@ func (s *Store) Load(context.Context) (*engine.Stored, error) {
 	if s.closed {
 		return nil, errClosed
 	}
-	st := &engine.Stored{Revision: s.rev}
+	st := &engine.Stored{Revision: s.rev, Compacted: s.compacted}
 	for _, name := range slices.Sorted(maps.Keys(s.specs)) {
 		t := &engine.Target{Spec: &target.Spec{}}
 		if err := json.Unmarshal(s.specs[name], t.Spec); err != nil {
@@ -125,6 +126,9 @@ func (s *Store) Compact(_ context.Context, before uint64) error {
 		return errClosed
 	}
 	i, _ := slices.BinarySearch(s.revs, before)
+	if i > 0 {
+		s.compacted = max(s.compacted, s.revs[i-1])
+	}
 	s.events = slices.Delete(s.events, 0, i)
 	s.revs = slices.Delete(s.revs, 0, i)
 	return nil

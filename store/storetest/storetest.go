@@ -407,12 +407,15 @@ func testCompact(h *harness) {
 	if len(st.Events) != 4 || st.Events[0].Revision != before {
 		h.t.Errorf("after Compact(%d): %d events from revision %d, want 4 from %d", before, len(st.Events), firstRev(st), before)
 	}
+	if want := cs[3].Event.Revision; st.Compacted != want {
+		h.t.Errorf("after Compact(%d): Compacted = %d, want %d (the newest deleted event)", before, st.Compacted, want)
+	}
 	if err := h.s.Compact(h.ctx, before); err != nil { // again: nothing to do
 		h.t.Fatalf("Compact(%d) again = %v", before, err)
 	}
 	h.reopen()
-	if got := h.check().Revision; got < rev {
-		h.t.Errorf("after Compact and reopen Load().Revision = %d, want at least %d", got, rev)
+	if st := h.check(); st.Revision < rev || st.Compacted != cs[3].Event.Revision {
+		h.t.Errorf("after Compact and reopen Load() = revision %d, compacted %d; want at least %d and %d", st.Revision, st.Compacted, rev, cs[3].Event.Revision)
 	}
 	h.commit(Transition(cs[7].Target, probe.Liveness, probe.Failure, 3, at(30)))
 	h.check()
