@@ -19,11 +19,11 @@ import (
 
 // Store is an in-memory engine.Store. The zero value is not usable; call New.
 type Store struct {
-	mu       sync.Mutex
-	specs    map[string][]byte
-	statuses map[string][]byte
-	events   [][]byte
-	revs     []uint64 // revision of each element of events
+	mu        sync.Mutex
+	specs     map[string][]byte
+	statuses  map[string][]byte
+	events    [][]byte
+	revs      []uint64 // revision of each element of events
 	rev       uint64
 	compacted uint64 // newest deleted event
 	closed    bool
