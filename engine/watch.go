@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -123,6 +124,9 @@ func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
 	if f.closed != nil {
 		return nil, f.closed
 	}
+	if f.maxWatchers > 0 && f.watched >= f.maxWatchers {
+		return nil, fmt.Errorf("at most %d watchers may be open at once (--max-watchers): %w", f.maxWatchers, ErrResourceExhausted)
+	}
 	if o.Since == 0 {
 		f.view.Ascend(func(t *Target) bool {
 			if w.filter.matchTarget(t.Spec.Name, t.Spec.Labels) {
@@ -140,8 +144,11 @@ func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
 		w.cursor = o.Since
 	}
 	w.from = w.cursor
-	w.rev = w.cursor - 1
-	w.lastSent = w.cursor - 1
+	// Nothing before the cursor is for this watcher; a cursor in the future
+	// (a client that saw revisions this engine has not reached) must not
+	// make Progress claim more than what exists.
+	w.rev = min(w.cursor-1, f.rev)
+	w.lastSent = w.rev
 	f.watched++
 	return w, nil
 }
