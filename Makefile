@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run test check clean
+.PHONY: help generate checkgenerate lint breaking build run demo test fuzz check clean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,12 +39,23 @@ build: ## Build probed, probectl and probed-bench into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 run: build ## Start probed on $(ADDR) with the embedded store under $(DATA_DIR).
-	$(BIN)/probed --addr $(ADDR) --data-dir $(DATA_DIR)
+	$(BIN)/probed --addr $(ADDR) --data-dir $(DATA_DIR) --ui-addr 127.0.0.1:8080
+
+demo: ## Knative-style demo: probed, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
+	GO=$(GO) ./examples/activator/demo.sh
 
 test: ## Run every test with the race detector.
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-check: checkgenerate lint breaking build test ## Everything CI runs.
+FUZZTIME ?= 7s
+fuzz: ## Run each fuzz target for $(FUZZTIME) (seed corpora under */testdata/fuzz run in `test` too).
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./engine/probe
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./engine/target
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/feature
+	$(GO) test -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzHTTPResponse$$' -fuzztime $(FUZZTIME) ./check
+
+check: checkgenerate lint breaking build test fuzz ## Everything CI runs.
 
 clean: ## Remove build output and the local data dir.
 	rm -rf $(BIN) $(DATA_DIR)

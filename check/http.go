@@ -196,7 +196,8 @@ func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 			quoteClip(string(body)), quoteClip(c.expected))
 	}
 	if resp.StatusCode >= http.StatusMultipleChoices {
-		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
+		// The reason phrase is the server's: make it valid UTF-8 like the body.
+		return probe.Success, "Probe terminated redirects, Response status: " + strings.ToValidUTF8(resp.Status, "\uFFFD")
 	}
 	return probe.Success, strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
 }

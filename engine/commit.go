@@ -167,6 +167,13 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 				retry = append(retry, p)
 			}
 		}
+		if len(retry) == len(batch) {
+			// None of the batch was dropped: writing it again would be
+			// refused again, forever.
+			finish(batch, err)
+			c.fail(err)
+			return err
+		}
 		c.mu.Lock()
 		c.pending = append(retry, c.pending...)
 		c.mu.Unlock()

@@ -63,6 +63,9 @@ type Options struct {
 	// updated target (e.g. the server's target address policy).
 	Admit       func(spec *target.Spec) field.List
 	MaxInflight int // probes running at once; default 100,000
+	// MaxWatchers limits the watchers open at once; beyond it Watch fails
+	// with ErrResourceExhausted. 0: no limit.
+	MaxWatchers int
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS
@@ -164,6 +167,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.feed.onEvict = e.obs.WatcherEvicted
+	e.feed.maxWatchers = opts.MaxWatchers
 	e.drains.init()
 	stored, err := opts.Store.Load(ctx)
 	if err != nil {
@@ -276,6 +280,7 @@ func (e *Engine) lose(names []string) {
 			e.countOwnedLocked(en.status.Owner, -1)
 		}
 		e.mu.Unlock()
+		e.feed.forget(name)
 		if en == nil {
 			continue
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -86,6 +87,9 @@ func (e *Engine) check(ctx context.Context, r *runner, checker Checker, limit ti
 		if out.Latency == 0 {
 			out.Latency = e.clock.Since(start)
 		}
+		// Messages quote what probed servers said; the API carries them
+		// in proto strings, which must be valid UTF-8.
+		out.Message = strings.ToValidUTF8(out.Message, "\uFFFD")
 		e.obs.ProbeDone(cctx, r.entry.name, r.typ, out)
 	}()
 	out = checker.Check(cctx)

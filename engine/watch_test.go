@@ -263,3 +263,32 @@ func TestThousandWatchersEachGetEveryEvent(t *testing.T) {
 		t.Errorf("Stats().Watchers = %d, want %d", got, watchers+1)
 	}
 }
+
+func TestMaxWatchers(t *testing.T) {
+	// The harness holds one watcher of its own.
+	h := newHarness(t, func(o *engine.Options) { o.MaxWatchers = 3 })
+	ctx := context.Background()
+	var open []*engine.Watcher
+	for range 2 {
+		w, err := h.eng.Watch(ctx, engine.WatchOptions{})
+		if err != nil {
+			t.Fatalf("Watch within the limit: %v", err)
+		}
+		open = append(open, w)
+	}
+	if got := h.eng.Stats().Watchers; got != 3 {
+		t.Fatalf("Stats().Watchers = %d, want 3", got)
+	}
+	_, err := h.eng.Watch(ctx, engine.WatchOptions{Since: 1})
+	if !errors.Is(err, engine.ErrResourceExhausted) {
+		t.Fatalf("Watch beyond --max-watchers: %v, want ErrResourceExhausted", err)
+	}
+	open[0].Close()
+	open[0].Close() // twice: counted once
+	w, err := h.eng.Watch(ctx, engine.WatchOptions{})
+	if err != nil {
+		t.Fatalf("Watch after one was closed: %v", err)
+	}
+	w.Close()
+	open[1].Close()
+}

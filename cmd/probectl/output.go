@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -233,9 +234,16 @@ func eventCells(ev *probev1.Event) []string {
 const maxMessage = 100
 
 // cell makes a message fit a table cell: one line, at most maxMessage
-// runes, "-" when empty.
+// runes, "-" when empty, control characters (a probed server's reply may
+// carry terminal escape sequences) shown as U+FFFD.
 func cell(msg string) string {
 	msg = strings.Join(strings.Fields(msg), " ")
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, msg)
 	if msg == "" {
 		return "-"
 	}

@@ -8,7 +8,9 @@
 //
 // Commands:
 //
-//	sched   the timer wheel against one goroutine and time.Ticker per probe
+//	sched       the timer wheel against one goroutine and time.Ticker per probe
+//	e2e         a real probed's CPU per HTTP probe, keep-alive vs kubelet style vs a bare client
+//	coldstart   readiness detection latency, pod start to ready event at a Watch client
 package main
 
 import (
@@ -34,6 +36,10 @@ type command struct {
 var commands = []command{
 	{name: "sched", summary: "timer wheel vs one goroutine + time.Ticker per probe", run: runSched},
 	{name: schedChildCommand, run: runSchedChild},
+	{name: "e2e", summary: "real probed over loopback HTTP targets: CPU per probe vs kubelet style and a bare client", run: runE2E},
+	{name: "coldstart", summary: "readiness detection latency: pod start -> ready event at a Watch client", run: runColdStart},
+	{name: e2eTargetsCommand, run: runE2ETargets},
+	{name: e2eFloorCommand, run: runE2EFloor},
 }
 
 // errUsage reports bad arguments whose explanation was already printed.

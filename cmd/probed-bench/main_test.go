@@ -12,7 +12,7 @@ import (
 // command re-executes its binary (here, the test binary) with a hidden
 // subcommand, this runs it instead of the tests.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == schedChildCommand {
+	if len(os.Args) > 1 && isChildCommand(os.Args[1]) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

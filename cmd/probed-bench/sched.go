@@ -19,6 +19,9 @@ type schedConfig struct {
 	warmup   time.Duration // before the window
 	tick     time.Duration // wheel only
 	shards   int           // wheel only; 0 for the wheel's default
+	// metrics (wheel only) wires probed's scheduler metrics
+	// (sched_metrics.go); the parent then runs the wheel without and with.
+	metrics bool
 }
 
 // register defines the workload flags on fs.
@@ -29,6 +32,7 @@ func (c *schedConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "warm-up before the measured window")
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick")
 	fs.IntVar(&c.shards, "shards", 0, "timer wheel shards (0: the wheel's default, GOMAXPROCS)")
+	fs.BoolVar(&c.metrics, "metrics", false, "also run the wheel with probed's scheduler metrics (Prometheus exporter, scraped every second) and report their CPU overhead")
 }
 
 // validate checks the flags.
@@ -64,6 +68,10 @@ type schedReport struct {
 	Wheel    modelResult `json:"wheel"`
 	Baseline modelResult `json:"baseline"`
 	Ratio    schedRatio  `json:"ratio"`
+	// With --metrics: the wheel with probed's scheduler metrics, and the
+	// extra CPU per fire they cost, in percent.
+	WheelMetrics       *modelResult `json:"wheel_metrics,omitempty"`
+	MetricsOverheadPct *float64     `json:"metrics_overhead_pct,omitempty"`
 }
 
 // schedRatio compares the baseline to the wheel: how many times more the
@@ -127,8 +135,20 @@ func runSched(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		results[name] = res
+		if name == "wheel" && cfg.metrics {
+			fmt.Fprintf(stderr, "sched: running wheel with metrics\n")
+			var res modelResult
+			if err := runChild(ctx, stderr, &res, append(childArgs, "--metrics")...); err != nil {
+				return err
+			}
+			results["wheel+metrics"] = res
+		}
 	}
 	report := newSchedReport(cfg, results["wheel"], results["baseline"])
+	if m, ok := results["wheel+metrics"]; ok {
+		overhead := metricsOverhead(report.Wheel, m)
+		report.WheelMetrics, report.MetricsOverheadPct = &m, &overhead
+	}
 	if err := printSchedTable(stdout, cfg, report); err != nil {
 		return err
 	}
@@ -167,6 +187,10 @@ func printSchedTable(w io.Writer, cfg schedConfig, r schedReport) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if m := r.WheelMetrics; m != nil {
+		fmt.Fprintf(w, "\nwheel with metrics: cpu ns per fire %s (without %s): %+.1f%%; lateness p99 ms %s (without %s)\n",
+			f(m.CPUNsPerFire, 1), f(wh.CPUNsPerFire, 1), *r.MetricsOverheadPct, f(m.LatenessMs.P99, 3), f(wh.LatenessMs.P99, 3))
 	}
 	_, err := fmt.Fprintln(w)
 	return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -52,13 +53,16 @@ func runSchedChild(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	var cfg schedConfig
 	cfg.register(fs)
-	model := fs.String("model", "", fmt.Sprintf("model to run: one of %v", modelNames))
+	model := fs.String("model", "", fmt.Sprintf("model to run: one of %v", allModels()))
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured window to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.metrics && *model != "wheel" {
+		return errMetricsModel
 	}
 	var profile io.Writer
 	if *cpuProfile != "" {
@@ -74,8 +78,8 @@ func runSchedChild(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	// The model is left running: this process exits as soon as the line is
-	// out, and stopping 100,000 tickers one by one takes the runtime
-	// minutes.
+	// out, and waiting for the baseline's 100,000 goroutines to stop, while
+	// they keep every thread busy, can take minutes.
 	return writeJSONLine(stdout, res)
 }
 
@@ -85,16 +89,16 @@ func runSchedChild(ctx context.Context, args []string, stdout, stderr io.Writer)
 // stop, which waits for everything the model started; on error, it is
 // already stopped.
 func measureModel(ctx context.Context, model string, cfg schedConfig, profile io.Writer) (_ modelResult, stop func(), err error) {
-	start, ok := models[model]
+	m, ok := models[model]
 	if !ok {
-		return modelResult{}, nil, fmt.Errorf("unknown model %q, want one of %v", model, modelNames)
+		return modelResult{}, nil, fmt.Errorf("unknown model %q, want one of %v", model, allModels())
 	}
 	rec := newRecorder()
 	runtime.GC() // nothing runs yet: collect, so that base counts only live memory
 	base := stateBytes()
 
 	runCtx, cancel := context.WithCancel(ctx)
-	wait, err := start(runCtx, cfg, rec)
+	wait, err := m.start(runCtx, cfg, rec)
 	if err != nil {
 		cancel()
 		return modelResult{}, nil, err
@@ -108,6 +112,9 @@ func measureModel(ctx context.Context, model string, cfg schedConfig, profile io
 
 	if err := sleep(ctx, cfg.warmup); err != nil {
 		return modelResult{}, nil, err
+	}
+	if !m.overloads {
+		runtime.GC() // drop what setting up left behind
 	}
 	state := float64(stateBytes()-base) / float64(cfg.probes)
 
@@ -166,10 +173,19 @@ func measureModel(ctx context.Context, model string, cfg schedConfig, profile io
 	return res, stop, nil
 }
 
-// stateBytes returns the bytes of heap and goroutine stacks in use. It
-// does not collect garbage first: under the baseline's overload,
-// runtime.GC's sweep loop yields to the scheduler and can wait minutes to
-// run again. Neither model makes garbage while it runs.
+// allModels returns the names of every model, sorted.
+func allModels() []string {
+	var names []string
+	for name := range models {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// stateBytes returns the bytes of heap and goroutine stacks in use. It does
+// not collect garbage first: under the baseline's overload, runtime.GC's
+// sweep loop yields to the scheduler and can wait minutes to run again.
 func stateBytes() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)

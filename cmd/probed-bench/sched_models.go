@@ -10,18 +10,26 @@ import (
 	"github.com/probed/probed/engine/wheel"
 )
 
-// model starts cfg.probes probes that fire every cfg.period and report each
-// fire's lateness to rec, until ctx is done. It returns once every probe is
-// set up; wait blocks until everything it started has stopped.
-type model func(ctx context.Context, cfg schedConfig, rec *recorder) (wait func(), err error)
-
-// models are the contestants of the sched benchmark.
-var models = map[string]model{
-	"wheel":    startWheel,
-	"baseline": startBaseline,
+// model is a contestant of the sched benchmark.
+type model struct {
+	// start starts cfg.probes probes that fire every cfg.period and report
+	// each fire's lateness to rec, until ctx is done. It returns once every
+	// probe is set up; wait blocks until everything it started has stopped.
+	start func(ctx context.Context, cfg schedConfig, rec *recorder) (wait func(), err error)
+	// overloads says that the model may keep every thread busy, so that a
+	// goroutine that yields (as runtime.GC does) can wait minutes to run.
+	overloads bool
 }
 
-// modelNames lists the models in the order the parent runs them.
+// models are the contestants of the sched benchmark. The parent runs
+// modelNames; "timers" is a diagnostic for the sched-child command.
+var models = map[string]model{
+	"wheel":    {start: startWheel},
+	"baseline": {start: startBaseline, overloads: true},
+	"timers":   {start: startTimers},
+}
+
+// modelNames lists the models the parent runs, in order.
 var modelNames = []string{"wheel", "baseline"}
 
 // startWheel runs the probes on one engine/wheel, with the real clock. Each
@@ -42,9 +50,17 @@ func startWheel(ctx context.Context, cfg schedConfig, rec *recorder) (func(), er
 			return nil, err
 		}
 	}
+	stopMetrics := func() {}
+	if cfg.metrics {
+		_, stop, err := startSchedMetrics(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		stopMetrics = stop
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = w.Run(ctx) })
-	return wg.Wait, nil
+	return func() { wg.Wait(); stopMetrics() }, nil
 }
 
 // wheelOptions returns the wheel options that cfg asks for.
@@ -54,6 +70,35 @@ func wheelOptions(cfg schedConfig) []wheel.Option {
 		opts = append(opts, wheel.WithShards(cfg.shards))
 	}
 	return opts
+}
+
+// startTimers is a diagnostic: each probe is a goroutine that re-arms one
+// time.Timer for the next point of its grid (start + n*period) and does
+// nothing else. With --probes set to the wheel's number of shards and
+// --period to its tick, it measures the floor under the wheel's drivers: the
+// cost and the lateness of waking a goroutine at every tick.
+func startTimers(ctx context.Context, cfg schedConfig, rec *recorder) (func(), error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for id := range cfg.probes {
+		wg.Go(func() {
+			next := cfg.period // offset of the next grid point from start
+			t := time.NewTimer(next)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					now := time.Since(start)
+					rec.record(id, now-next)
+					next = (now/cfg.period + 1) * cfg.period
+					t.Reset(next - now)
+				}
+			}
+		})
+	}
+	return wg.Wait, nil
 }
 
 // startBaseline runs the kubelet model: one goroutine and one time.Ticker

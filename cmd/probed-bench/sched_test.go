@@ -69,7 +69,7 @@ func wantReportKeys() []string {
 func TestMeasureModelInProcess(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	results := map[string]modelResult{}
-	for _, name := range modelNames {
+	for _, name := range allModels() {
 		t.Run(name, func(t *testing.T) {
 			res, stop, err := measureModel(context.Background(), name, tiny, nil)
 			if err != nil {

@@ -59,7 +59,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.history, "history", engine.DefaultHistory, "events retained for Watch resumption")
 	fs.IntVar(&c.historyBytes, "history-bytes", engine.DefaultHistoryBytes, "bytes of events retained (estimated)")
 	fs.IntVar(&c.watchBuffer, "watch-buffer", engine.DefaultWatchBuffer, "live events a watcher may have pending before it is ended as too slow")
-	fs.IntVar(&c.maxTargets, "max-targets", 0, "maximum number of targets (0: no limit)")
+	fs.IntVar(&c.maxTargets, "max-targets", defaultMaxTargets, "maximum number of targets (0: no limit)")
 	fs.IntVar(&c.maxInflight, "max-inflight", engine.DefaultMaxInflight, "maximum probes running at once; a probe due beyond it is skipped and counted")
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut")

@@ -1,40 +1,313 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server/admission"
+	"github.com/probed/probed/server/auth"
+)
+
+// Defaults of the security flags; SECURITY.md explains each.
+const (
+	defaultMaxTargets             = 100_000 // --max-targets, in config.go
+	defaultMaxWatchers            = 1000
+	defaultMaxRequestBytes        = 1 << 20
+	defaultRegistrationsPerSecond = 100
+	defaultRegistrationsBurst     = 200
+	// maxHeaderListBytes bounds the metadata of one call.
+	maxHeaderListBytes = 64 << 10
+	// handshakeTimeout bounds a connection's TLS and HTTP/2 handshake.
+	handshakeTimeout = 10 * time.Second
 )
 
 // securityConfig holds the API security and target policy flags.
-type securityConfig struct{}
+type securityConfig struct {
+	tlsCert, tlsKey string
+	clientCA        string
+	tokenFile       string
+	insecure        bool
+	openHealth      bool
+	reloadInterval  time.Duration
 
-func (c *securityConfig) register(fs *flag.FlagSet) {}
+	allowTargets  prefixList
+	denyTargets   prefixList
+	execAllowlist commaList
 
-// validate checks the security flags against the listen address.
-func (c *securityConfig) validate(addr string) error { return nil }
+	maxTargetsPerClient    int
+	maxWatchers            int
+	maxRequestBytes        int
+	registrationsPerSecond float64
+	registrationsBurst     int
+}
+
+func (c *securityConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM file of the server's TLS certificate (with --tls-key); reloaded when it changes")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM file of the TLS certificate's private key")
+	fs.StringVar(&c.clientCA, "client-ca", "", "PEM file of the CA certificates that sign client certificates: clients must present one (mutual TLS); the identity is its CN or first DNS name")
+	fs.StringVar(&c.tokenFile, "auth-token-file", "", `file of bearer tokens, one per line as "token [name]": every call needs "authorization: Bearer <token>"; reloaded when it changes`)
+	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback --addr without TLS or authentication (anyone who reaches it can use probed)")
+	fs.BoolVar(&c.openHealth, "open-health", true, "leave grpc.health.v1.Health open to callers without credentials (reflection always requires them)")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", auth.DefaultReloadInterval, "how often the certificate, client CA and token files are checked for changes")
+	c.denyTargets.set(check.DefaultDeny())
+	fs.Var(&c.allowTargets, "allow-targets", "comma-separated CIDRs probes may connect to; empty: all not denied")
+	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default; \"\" denies nothing)")
+	fs.Var(&c.execAllowlist, "exec-allowlist", "comma-separated commands (exact command[0]) exec probes may run; empty: any (with --allow-exec)")
+	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
+	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
+	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
+	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
+	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "calls a client may make at once above --registrations-per-second")
+}
+
+// validate checks the security flags against the listen address: a
+// non-loopback address needs TLS or authentication unless --insecure.
+func (c *securityConfig) validate(addr string) error {
+	switch {
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.clientCA != "" && c.tlsCert == "":
+		return errors.New("--client-ca needs --tls-cert and --tls-key: mutual TLS is TLS")
+	case c.reloadInterval <= 0:
+		return fmt.Errorf("--reload-interval %v: must be positive", c.reloadInterval)
+	case c.maxTargetsPerClient < 0:
+		return fmt.Errorf("--max-targets-per-client %d: must not be negative", c.maxTargetsPerClient)
+	case c.maxWatchers < 0:
+		return fmt.Errorf("--max-watchers %d: must not be negative", c.maxWatchers)
+	case c.maxRequestBytes < 1024:
+		return fmt.Errorf("--max-request-bytes %d: must be at least 1024", c.maxRequestBytes)
+	case c.registrationsPerSecond < 0:
+		return fmt.Errorf("--registrations-per-second %v: must not be negative", c.registrationsPerSecond)
+	case c.registrationsBurst < 1:
+		return fmt.Errorf("--registrations-burst %d: must be at least 1", c.registrationsBurst)
+	}
+	if c.tlsCert == "" && !c.authenticates() && !loopback(addr) && !c.insecure {
+		return fmt.Errorf("--addr %s is not a loopback address and neither TLS (--tls-cert, --tls-key) nor authentication "+
+			"(--auth-token-file, --client-ca) is configured: anyone who can reach it could make probed connect to any "+
+			"address it can reach (and run commands with --allow-exec). Configure TLS and tokens (see SECURITY.md), "+
+			"or pass --insecure to accept that", addr)
+	}
+	return nil
+}
+
+// authenticates reports whether callers must prove who they are.
+func (c *securityConfig) authenticates() bool { return c.tokenFile != "" || c.clientCA != "" }
+
+// loopback reports whether a listen address accepts local connections
+// only: a loopback IP or "localhost". An empty host (every interface) or
+// any other name is not.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
 
 // security is the API's protection (TLS, authentication) and the policy of
 // what targets may be probed.
-type security struct{}
+type security struct {
+	cfg    securityConfig
+	allow  bool // --allow-exec
+	log    *slog.Logger
+	certs  *auth.Certs  // nil without TLS
+	tokens *auth.Tokens // nil without token authentication
+	authn  *auth.Authenticator
 
-func newSecurity(cfg *config, log *slog.Logger) (*security, error) { return &security{}, nil }
+	stop func()         // stops the reloading goroutine
+	wg   sync.WaitGroup // the reloading goroutine
+}
+
+func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
+	sc := cfg.security
+	s := &security{cfg: sc, allow: cfg.allowExec, log: log, stop: func() {}}
+	var reload []auth.Reloader
+	if sc.tlsCert != "" {
+		certs, err := auth.LoadCerts(sc.tlsCert, sc.tlsKey, sc.clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key/--client-ca: %w", err)
+		}
+		s.certs = certs
+		reload = append(reload, certs)
+		if na := certs.NotAfter(); !na.IsZero() && time.Until(na) < 7*24*time.Hour {
+			log.Warn("the TLS certificate expires soon (or has expired)", "not_after", certs.NotAfter())
+		}
+	}
+	if sc.tokenFile != "" {
+		tokens, err := auth.LoadTokens(sc.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--auth-token-file: %w", err)
+		}
+		s.tokens = tokens
+		reload = append(reload, tokens)
+	}
+	ao := auth.Options{
+		Tokens:      s.tokens,
+		ClientCerts: sc.clientCA != "",
+		OpenHealth:  sc.openHealth,
+		Logger:      log,
+	}
+	if sc.registrationsPerSecond > 0 {
+		ao.Limiter = auth.NewLimiter(sc.registrationsPerSecond, sc.registrationsBurst, nil)
+		ao.LimitHelp = fmt.Sprintf("--registrations-per-second %g, --registrations-burst %d", sc.registrationsPerSecond, sc.registrationsBurst)
+	}
+	s.authn = auth.New(ao)
+	s.warn(cfg)
+	if len(reload) > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stop = cancel
+		s.wg.Go(func() { auth.Watch(ctx, sc.reloadInterval, log, reload...) })
+	}
+	return s, nil
+}
+
+// warn logs the configurations that are allowed but weak.
+func (s *security) warn(cfg *config) {
+	local := loopback(cfg.addr)
+	switch {
+	case s.cfg.insecure && !local && s.certs == nil && !s.cfg.authenticates():
+		s.log.Warn("serving without TLS or authentication on a non-loopback address (--insecure): anyone who reaches it can use probed", "addr", cfg.addr)
+	case !local && s.certs == nil:
+		s.log.Warn("serving without TLS on a non-loopback address: tokens travel in clear text", "addr", cfg.addr)
+	case !local && !s.cfg.authenticates():
+		s.log.Warn("serving TLS without authentication on a non-loopback address: any client can use probed", "addr", cfg.addr)
+	}
+	if len(s.cfg.execAllowlist) > 0 && !cfg.allowExec {
+		s.log.Warn("--exec-allowlist has no effect without --allow-exec: exec probes are refused")
+	}
+}
 
 // grpcOptions are the server's credentials and interceptors.
-func (s *security) grpcOptions() []grpc.ServerOption { return nil }
+func (s *security) grpcOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.cfg.maxRequestBytes),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.ConnectionTimeout(handshakeTimeout),
+	}
+	if s.certs != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.TLSConfig())))
+	}
+	return append(opts, s.authn.ServerOptions()...)
+}
+
+// tlsConfig returns the TLS configuration of the API (nil without TLS),
+// for HTTP listeners that share its certificate and client CA.
+func (s *security) tlsConfig() *tls.Config {
+	if s.certs == nil {
+		return nil
+	}
+	return s.certs.TLSConfig()
+}
 
 // configure applies the limits and the target policy to the engine and the
 // checkers.
-func (s *security) configure(eo *engine.Options, co *check.Options) {}
+func (s *security) configure(eo *engine.Options, co *check.Options) {
+	policy := &check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets}
+	co.Policy = policy
+	co.ExecAllowlist = s.cfg.execAllowlist
+	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
+	eo.MaxTargetsPerOwner = s.cfg.maxTargetsPerClient
+	eo.MaxWatchers = s.cfg.maxWatchers
+}
 
 // protect wraps an HTTP handler (status page, metrics) with the API's
 // authentication.
-func (s *security) protect(h http.Handler) http.Handler { return h }
+func (s *security) protect(h http.Handler) http.Handler { return s.authn.HTTP(h) }
 
 // close stops watching certificate files.
-func (s *security) close() {}
+func (s *security) close() {
+	s.stop()
+	s.wg.Wait()
+}
+
+// prefixList is a flag of comma-separated CIDR prefixes; a bare address
+// is its own /32 or /128. Set replaces the list (the default included).
+type prefixList []netip.Prefix
+
+func (l *prefixList) set(p []netip.Prefix) { *l = p }
+
+func (l *prefixList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, p := range *l {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	var out []netip.Prefix
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := parsePrefix(part)
+		if err != nil {
+			return err
+		}
+		out = append(out, p)
+	}
+	*l = out
+	return nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR prefix nor an IP address", s)
+		}
+		return netip.PrefixFrom(ip, ip.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR prefix: %w", s, err)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
+	}
+	return p, nil
+}
+
+// commaList is a flag of comma-separated strings.
+type commaList []string
+
+func (l *commaList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *commaList) Set(v string) error {
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	*l = out
+	return nil
+}

@@ -38,7 +38,12 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 	}()
 
-	tel, err := startTelemetry(ctx, cfg, log)
+	sec, err := newSecurity(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer sec.close()
+	tel, err := startTelemetry(ctx, cfg, sec, log)
 	if err != nil {
 		return err
 	}
@@ -49,11 +54,6 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 			log.Error("stopping telemetry", "err", err)
 		}
 	}()
-	sec, err := newSecurity(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer sec.close()
 
 	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{

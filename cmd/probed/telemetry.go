@@ -2,45 +2,127 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server"
+	probedtel "github.com/probed/probed/telemetry"
 )
 
-// telemetryConfig holds the observability flags (metrics, traces).
-type telemetryConfig struct{}
+// metricsPath is where the metrics listener serves Prometheus.
+const metricsPath = "/metrics"
 
-func (c *telemetryConfig) register(fs *flag.FlagSet) {}
+// telemetryConfig holds the observability flags (metrics, traces). OTLP
+// export is configured by the standard OTEL_EXPORTER_OTLP_* variables.
+type telemetryConfig struct {
+	metricsAddr string
+	targetLabel bool
+	traceRatio  float64
+	propagate   bool
 
-func (c *telemetryConfig) validate() error { return nil }
-
-// telemetry is probed's metrics and traces.
-type telemetry struct{}
-
-// startTelemetry sets up metrics and traces as cfg says.
-func startTelemetry(ctx context.Context, cfg *config, log *slog.Logger) (*telemetry, error) {
-	return &telemetry{}, nil
+	// listening, if set, is called with the metrics listener's address
+	// once it listens (tests use it with --metrics-addr 127.0.0.1:0).
+	listening func(net.Addr)
 }
 
-// engineObserver observes the engine (nil: nothing to observe).
-func (t *telemetry) engineObserver() engine.Observer { return nil }
+func (c *telemetryConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9464", `listen address of the Prometheus endpoint (path `+metricsPath+`); "" disables it`)
+	fs.BoolVar(&c.targetLabel, "metrics-target-label", false, "add a target label to the per-probe metrics (one series per target: mind the cardinality)")
+	fs.Float64Var(&c.traceRatio, "trace-ratio", 0, "fraction of probe executions traced, 0 to 1 (spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
+	fs.BoolVar(&c.propagate, "trace-propagate", false, "send the W3C trace context (traceparent) to HTTP probe targets")
+}
 
-// serverObserver observes Watch streams (nil: nothing to observe).
-func (t *telemetry) serverObserver() server.Observer { return nil }
+func (c *telemetryConfig) validate() error {
+	if c.traceRatio < 0 || c.traceRatio > 1 {
+		return fmt.Errorf("--trace-ratio %v: must be between 0 and 1", c.traceRatio)
+	}
+	if c.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %q: %w", c.metricsAddr, err)
+		}
+	}
+	return nil
+}
 
-// grpcOptions instrument the gRPC server.
-func (t *telemetry) grpcOptions() []grpc.ServerOption { return nil }
+// telemetry is probed's metrics and traces, and the Prometheus listener.
+type telemetry struct {
+	tel *probedtel.Telemetry
+	log *slog.Logger
+
+	srv *http.Server // nil without --metrics-addr
+	wg  sync.WaitGroup
+}
+
+// startTelemetry sets up metrics and traces as cfg says and starts serving
+// the metrics (protected as sec says) on --metrics-addr.
+func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.Logger) (*telemetry, error) {
+	c := &cfg.telemetry
+	tel, err := probedtel.New(ctx, probedtel.Config{
+		Version:     version,
+		Logger:      log,
+		Prometheus:  c.metricsAddr != "",
+		TargetLabel: c.targetLabel,
+		TraceRatio:  c.traceRatio,
+		Propagate:   c.propagate,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t := &telemetry{tel: tel, log: log}
+	if c.metricsAddr == "" {
+		return t, nil
+	}
+	lis, err := net.Listen("tcp", c.metricsAddr)
+	if err != nil {
+		_ = tel.Shutdown(ctx)
+		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", c.metricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+metricsPath, sec.protect(tel.Handler()))
+	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	t.wg.Go(func() {
+		if err := t.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	})
+	log.Info("metrics serving", "addr", "http://"+lis.Addr().String()+metricsPath)
+	if c.listening != nil {
+		c.listening(lis.Addr())
+	}
+	return t, nil
+}
+
+// engineObserver observes the engine: metrics, probe spans and logs.
+func (t *telemetry) engineObserver() engine.Observer { return t.tel.Observer() }
+
+// serverObserver observes Watch streams.
+func (t *telemetry) serverObserver() server.Observer { return t.tel.ServerObserver() }
+
+// grpcOptions instrument the gRPC server (otelgrpc spans and metrics).
+func (t *telemetry) grpcOptions() []grpc.ServerOption { return t.tel.GRPCServerOptions() }
 
 // inject propagates trace context into HTTP probes (nil: none).
-func (t *telemetry) inject() func(context.Context, http.Header) { return nil }
+func (t *telemetry) inject() func(context.Context, http.Header) { return t.tel.Inject() }
 
-// observe starts reporting the engine's gauges.
-func (t *telemetry) observe(e *engine.Engine) error { return nil }
+// observe starts reporting the engine's gauges and counters.
+func (t *telemetry) observe(e *engine.Engine) error { return t.tel.Observe(e.Stats) }
 
-// shutdown flushes and stops the exporters.
-func (t *telemetry) shutdown(ctx context.Context) error { return nil }
+// shutdown stops the metrics listener, then flushes and stops the
+// exporters.
+func (t *telemetry) shutdown(ctx context.Context) error {
+	var err error
+	if t.srv != nil {
+		err = t.srv.Shutdown(ctx)
+		t.wg.Wait()
+	}
+	return errors.Join(err, t.tel.Shutdown(ctx))
+}

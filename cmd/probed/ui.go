@@ -2,21 +2,80 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/ui"
 )
 
 // uiConfig holds the status page flags.
-type uiConfig struct{}
+type uiConfig struct {
+	addr string
+}
 
-func (c *uiConfig) register(fs *flag.FlagSet) {}
+func (c *uiConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "ui-addr", "", "listen address of the status page, e.g. 127.0.0.1:8080 (empty: no status page)")
+}
 
-func (c *uiConfig) validate() error { return nil }
+func (c *uiConfig) validate() error {
+	if c.addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.addr); err != nil {
+		return fmt.Errorf("--ui-addr %q: %w", c.addr, err)
+	}
+	return nil
+}
 
 // startUI serves the status page until ctx is done (nothing when it is
 // off); the returned function waits for it to stop.
 func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security, log *slog.Logger) (wait func(), err error) {
-	return func() {}, nil
+	if cfg.ui.addr == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", cfg.ui.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
+	}
+	page := ui.New(eng, ui.Options{Logger: log})
+	srv := &http.Server{
+		Handler:           sec.protect(page),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Requests end with ctx, so event streams end when probed stops.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	// With TLS the page shares the API's certificate and client CA, so a
+	// browser's client certificate authenticates it as it does a client.
+	scheme, serveFn := "http", func() error { return srv.Serve(lis) }
+	if tc := sec.tlsConfig(); tc != nil {
+		srv.TLSConfig = tc
+		scheme, serveFn = "https", func() error { return srv.ServeTLS(lis, "", "") }
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { page.Run(ctx) })
+	wg.Go(func() {
+		if err := serveFn(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("status page stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.grace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("status page: shutdown", "err", err)
+			_ = srv.Close()
+		}
+	})
+	log.Info("status page serving", "addr", lis.Addr().String(), "url", scheme+"://"+lis.Addr().String()+"/")
+	return wg.Wait, nil
 }

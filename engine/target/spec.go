@@ -4,6 +4,7 @@
 package target
 
 import (
+	"math"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -57,7 +58,21 @@ func (s *Spec) Probe(t probe.Type) *probe.Spec {
 
 // GracePeriod is the effective termination grace period.
 func (s *Spec) GracePeriod() time.Duration {
-	return time.Duration(s.gracePeriodSeconds()) * time.Second
+	return seconds(s.gracePeriodSeconds())
+}
+
+// seconds converts n seconds to a Duration, saturating at the largest
+// (smallest) Duration instead of wrapping around.
+func seconds(n int64) time.Duration {
+	const limit = int64(math.MaxInt64 / time.Second)
+	switch {
+	case n > limit:
+		return math.MaxInt64
+	case n < -limit:
+		return math.MinInt64
+	default:
+		return time.Duration(n) * time.Second
+	}
 }
 
 func (s *Spec) gracePeriodSeconds() int64 {
@@ -72,7 +87,7 @@ func (s *Spec) PreStopSleep() (time.Duration, bool) {
 	if s.Lifecycle == nil || s.Lifecycle.PreStop == nil || s.Lifecycle.PreStop.Sleep == nil {
 		return 0, false
 	}
-	return time.Duration(s.Lifecycle.PreStop.Sleep.Seconds) * time.Second, true
+	return seconds(s.Lifecycle.PreStop.Sleep.Seconds), true
 }
 
 // UsesMilliseconds reports whether any probe sets a *Milliseconds field.

@@ -134,7 +134,7 @@ func (h *harness) next() wheel.Fire {
 // at returns the fake clock's start plus d.
 func at(d time.Duration) time.Time { return epoch.Add(d) }
 
-// fireTimes returns the Due times of fires, as offsets from epoch.
+// dueOffsets returns the Due times of fires, as offsets from epoch.
 func dueOffsets(fires []wheel.Fire) []time.Duration {
 	var out []time.Duration
 	for _, f := range fires {

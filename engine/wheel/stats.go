@@ -23,7 +23,8 @@ var latenessBounds = [NumLatenessBuckets]time.Duration{
 }
 
 // Stats is a snapshot of the wheel's counters, summed over its shards.
-// Counters only go up.
+// Fires, Skipped, Missed and the histogram only go up; Scheduled and Timers
+// are current counts.
 type Stats struct {
 	Fires     uint64 // fires handed to Dispatch
 	Skipped   uint64 // due fires dropped because their item was busy
@@ -66,7 +67,7 @@ func (c *counters) observe(ns int64) {
 	c.late[b]++
 }
 
-// add adds c to s.
+// addTo adds c to s.
 func (c *counters) addTo(s *Stats) {
 	s.Fires += c.fires
 	s.Skipped += c.skipped

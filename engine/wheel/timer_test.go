@@ -101,7 +101,7 @@ func TestTimerStop(t *testing.T) {
 	if fired.Stop() {
 		t.Errorf("Stop() after firing = true, want false")
 	}
-	// The nodes of both timers are recycled; the old handles must not stop
+	// The ids of both timers are recycled; the old handles must not stop
 	// the new timers.
 	reused := []*wheel.Timer{h.w.After(10*ms, r.fn("new")), h.w.After(10*ms, r.fn("new"))}
 	if stopped.Stop() || fired.Stop() {

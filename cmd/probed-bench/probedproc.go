@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/probed/probed/client"
+)
+
+// probedPackage is the import path of the server the benchmarks build.
+const probedPackage = "github.com/probed/probed/cmd/probed"
+
+// buildProbed builds probed into dir with the go command found in PATH
+// and returns the binary's path. It must run inside the module.
+func buildProbed(ctx context.Context, dir string, stderr io.Writer) (string, error) {
+	bin := filepath.Join(dir, "probed")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, probedPackage)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s (run inside the repository, or pass --probed-bin): %w", probedPackage, err)
+	}
+	return bin, nil
+}
+
+// probedFlags returns the names of the flags bin accepts, from its -h
+// output, so that the benchmarks pass only what this build knows.
+func probedFlags(ctx context.Context, bin string) (map[string]bool, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "-h")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run() // -h may exit with 0 or 2
+	flags := map[string]bool{}
+	for _, m := range flagLine.FindAllSubmatch(out.Bytes(), -1) {
+		flags[string(m[1])] = true
+	}
+	if !flags["addr"] {
+		return nil, fmt.Errorf("%s -h lists no --addr flag; is it probed? output:\n%s", bin, out.Bytes())
+	}
+	return flags, nil
+}
+
+// flagLine matches a flag in the flag package's usage output.
+var flagLine = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)`)
+
+// probedProc is a probed server running as a child process, with a
+// client of it.
+type probedProc struct {
+	cmd         *exec.Cmd
+	addr        string
+	metricsAddr string // "" when this build has no --metrics-addr
+	client      *client.Client
+	exited      chan struct{} // closed when the process has exited
+	waitErr     error         // set before exited is closed
+}
+
+// probedOptions are the settings of one server.
+type probedOptions struct {
+	bin       string
+	dataDir   string
+	minPeriod time.Duration
+	extra     []string // more flags
+}
+
+// startProbed starts probed with opts on free loopback ports and waits
+// until it answers. Flags this build lacks (metrics, registration rate
+// limits) are left out. The caller must stop it.
+func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*probedProc, error) {
+	known, err := probedFlags(ctx, opts.bin)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--addr=" + addr, "--data-dir=" + opts.dataDir, "--log-level=warn"}
+	if opts.minPeriod > 0 {
+		args = append(args, "--min-period="+opts.minPeriod.String())
+	}
+	p := &probedProc{addr: addr, exited: make(chan struct{})}
+	if known["metrics-addr"] {
+		if p.metricsAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--metrics-addr="+p.metricsAddr)
+	}
+	if known["registrations-per-second"] {
+		args = append(args, "--registrations-per-second=0") // the benchmarks register thousands at once
+	}
+	if known["max-watchers"] {
+		args = append(args, "--max-watchers=0")
+	}
+	args = append(args, opts.extra...)
+	p.cmd = exec.Command(opts.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = stderr, stderr
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if p.client, err = client.Dial(ctx, addr); err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	if err := p.waitReady(ctx, 30*time.Second); err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady waits until the server answers a call.
+func (p *probedProc) waitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		_, _, err := p.client.List(ctx, client.ListOptions{PageSize: 1})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("probed exited at start: %w", p.waitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("probed did not answer within %v: %w", limit, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// pid returns the server's process id.
+func (p *probedProc) pid() int { return p.cmd.Process.Pid }
+
+// cpu returns the CPU time the server has used so far.
+func (p *probedProc) cpu() (time.Duration, error) { return procCPU(p.pid()) }
+
+// peakRSS returns the server's peak resident set size.
+func (p *probedProc) peakRSS() (int64, error) { return procPeakRSS(p.pid()) }
+
+// errNoMetrics: this probed build has no Prometheus endpoint.
+var errNoMetrics = errors.New("probed has no --metrics-addr")
+
+// scrape reads the server's Prometheus metrics.
+func (p *probedProc) scrape(ctx context.Context) ([]promSample, error) {
+	if p.metricsAddr == "" {
+		return nil, errNoMetrics
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parsePromText(resp.Body)
+}
+
+// stop ends the server gracefully (SIGTERM), killing it after 10s, and
+// closes the client.
+func (p *probedProc) stop() error {
+	if p.client != nil {
+		_ = p.client.Close()
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return errors.New("probed did not stop within 10s of SIGTERM; killed")
+	}
+	var exitErr *exec.ExitError
+	if errors.As(p.waitErr, &exitErr) {
+		return fmt.Errorf("probed: %w", p.waitErr)
+	}
+	return p.waitErr
+}
+
+// freeLoopbackAddr returns a 127.0.0.1 address with a port nobody
+// listens on at the moment, for a server started a little later. The port
+// is below Linux's ephemeral range (32768-60999), so that no outgoing
+// connection takes it in the meantime.
+func freeLoopbackAddr() (string, error) {
+	var err error
+	for range 100 {
+		var lis net.Listener
+		lis, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			addr := lis.Addr().String()
+			return addr, lis.Close()
+		}
+	}
+	return "", fmt.Errorf("no free port from 20000 to 31999: %w", err)
+}
+
+// tempDir makes a temporary directory for one benchmark run.
+func tempDir(prefix string) (string, error) { return os.MkdirTemp("", "probed-bench-"+prefix+"-") }
+
+// syncWriter serializes writes to w: the benchmarks' children write their
+// stderr through it (os/exec copies it from a goroutine when it is not a
+// file) while the parent reports progress.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

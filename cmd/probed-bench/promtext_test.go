@@ -1,0 +1,78 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+const promExample = `# HELP prober_probe_total Probes run.
+# TYPE prober_probe_total counter
+prober_probe_total{probe_type="Readiness",result="successful"} 90
+prober_probe_total{probe_type="Readiness",result="failed"} 10
+prober_probe_total{probe_type="Liveness",result="successful"} 5 1700000000000
+# TYPE probed_scheduler_lateness_seconds histogram
+probed_scheduler_lateness_seconds_bucket{le="0.0005"} 50
+probed_scheduler_lateness_seconds_bucket{le="0.001"} 80
+probed_scheduler_lateness_seconds_bucket{le="0.0025"} 99
+probed_scheduler_lateness_seconds_bucket{le="+Inf"} 100
+probed_scheduler_lateness_seconds_sum 0.1
+probed_scheduler_lateness_seconds_count 100
+probed_targets 3
+`
+
+func TestParsePromText(t *testing.T) {
+	ss, err := parsePromText(strings.NewReader(promExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := promSum(ss, "prober_probe_total"); !ok || got != 105 {
+		t.Errorf("sum of prober_probe_total = %v, %v; want 105", got, ok)
+	}
+	if got, ok := promSum(ss, "probed_targets"); !ok || got != 3 {
+		t.Errorf("probed_targets = %v, %v; want 3", got, ok)
+	}
+	if _, ok := promSum(ss, "nope"); ok {
+		t.Error("found a metric that is not there")
+	}
+	if got := promLabel(ss[1].labels, "result"); got != "failed" {
+		t.Errorf("label result of %q = %q, want failed", ss[1].labels, got)
+	}
+	h, err := promHistogram(ss, "probed_scheduler_lateness_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		q    float64
+		want float64
+	}{{0.01, 0.0005}, {0.5, 0.0005}, {0.51, 0.001}, {0.99, 0.0025}, {1, math.Inf(1)}}
+	for _, tt := range tests {
+		if got := h.quantile(tt.q); got != tt.want {
+			t.Errorf("quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if got := h.mean(); math.Abs(got-0.001) > 1e-12 {
+		t.Errorf("mean = %v, want 0.001", got)
+	}
+	d := h.minus(h)
+	if !math.IsNaN(d.quantile(0.5)) || !math.IsNaN(d.mean()) {
+		t.Errorf("an empty difference has quantile %v and mean %v, want NaN", d.quantile(0.5), d.mean())
+	}
+}
+
+func TestParsePromTextErrors(t *testing.T) {
+	for _, in := range []string{"novalue\n", "x{a=\"b\" 1\n", "x not-a-number\n"} {
+		if _, err := parsePromText(strings.NewReader(in)); err == nil {
+			t.Errorf("parsePromText(%q): no error", in)
+		}
+	}
+}
+
+func TestPromLabelWithCommaInValue(t *testing.T) {
+	if got := promLabel(`a="x,y",le="0.5"`, "le"); got != "0.5" {
+		t.Errorf("le = %q, want 0.5", got)
+	}
+	if got := promLabel(`a="x,y",le="0.5"`, "a"); got != "x,y" {
+		t.Errorf("a = %q, want x,y", got)
+	}
+}

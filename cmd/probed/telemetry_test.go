@@ -1,0 +1,142 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+func TestParseTelemetryFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "all set", args: []string{"--metrics-addr=:9999", "--metrics-target-label", "--trace-ratio=0.5", "--trace-propagate"}},
+		{name: "metrics off", args: []string{"--metrics-addr="}},
+		{name: "ratio above 1", args: []string{"--trace-ratio=1.5"}, wantErr: "--trace-ratio"},
+		{name: "negative ratio", args: []string{"--trace-ratio=-0.1"}, wantErr: "--trace-ratio"},
+		{name: "address without port", args: []string{"--metrics-addr=localhost"}, wantErr: "--metrics-addr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr == "" {
+				if err != nil || cfg == nil {
+					t.Fatalf("parseFlags(%v) = %v", tt.args, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("parseFlags(%v) error = %v, want it to contain %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.telemetry.metricsAddr; got != "127.0.0.1:9464" {
+		t.Errorf("default --metrics-addr %q, want 127.0.0.1:9464", got)
+	}
+}
+
+// TestMetricsEndpoint runs the real server with --metrics-addr
+// 127.0.0.1:0 and --trace-propagate, registers a target probing an HTTP
+// backend over the API, and scrapes /metrics over HTTP.
+func TestMetricsEndpoint(t *testing.T) {
+	var traceparent atomic.Value // string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent.Store(r.Header.Get("Traceparent"))
+	}))
+	defer backend.Close()
+	cfg := testConfig(t, "--trace-propagate")
+	metricsAddr := make(chan net.Addr, 1)
+	cfg.telemetry.listening = func(a net.Addr) { metricsAddr <- a }
+	addr := startServer(t, cfg)
+	maddr := <-metricsAddr
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := probev1.NewProbeServiceClient(conn)
+	_, portStr, _ := net.SplitHostPort(backend.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	minus900 := int32(-900)
+	_, err = c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: &probev1.Target{
+		Name: "web",
+		ReadinessProbe: &probev1.Probe{
+			Handler:            &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{Host: "127.0.0.1", Port: int32(port), Path: "/"}},
+			PeriodSeconds:      1,
+			PeriodMilliseconds: &minus900,
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := c.GetTarget(t.Context(), &probev1.GetTargetRequest{Name: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetTarget().GetStatus().GetReadiness().GetProbesTotal() >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target never probed twice: %v", resp.GetTarget().GetStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	resp, err := http.Get("http://" + maddr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	text := string(body)
+	for _, want := range []string{
+		`prober_probe_total{probe_type="Readiness",result="successful"} `,
+		`prober_probe_duration_seconds_bucket{probe_type="Readiness",result="successful",le="+Inf"} `,
+		`probed_transitions_total{from="failure",probe_type="Readiness",to="success"} 1`,
+		`probed_readiness_latency_seconds_count 1`,
+		`probed_targets{phase="active"} 1`,
+		`probed_probes_scheduled 1`,
+		`probed_scheduler_lateness_seconds_bucket{le="0.0005"} `,
+		`probed_scheduler_skipped_total{reason="overlap"} 0`,
+		`probed_http_probe_phase_seconds_count{phase="first_byte"} `,
+		`probed_watch_evictions_total 0`,
+		`probed_store_commit_seconds_count `,
+		`rpc_server_call_duration_seconds_count{`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", text)
+	}
+	if tp, _ := traceparent.Load().(string); !strings.HasPrefix(tp, "00-") {
+		t.Errorf("the backend saw traceparent %q, want a W3C one (--trace-propagate)", tp)
+	}
+}

@@ -1,0 +1,240 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+)
+
+// statsPage is how many targets refresh asks the engine for at once.
+const statsPage = 500
+
+// statsHub computes the live figures of every target (one pass over the
+// engine's targets per interval, whatever the number of pages open) and
+// gives each stream what changed since it last looked. A target whose
+// probes did not run is not re-encoded, nor sent.
+//
+// Generations: every refresh that finds changes is a new generation
+// (seq); an entry records the generation it last changed in, and a
+// stream the generation it has. A stream one generation behind gets the
+// refresh's encoded changes (delta) as they are; one further behind (or
+// new) gets every entry newer than its generation.
+type statsHub struct {
+	eng  *engine.Engine
+	log  *slog.Logger
+	kick chan struct{} // one slot: a first stream joined, refresh now
+
+	// pass counts refreshes; only the run goroutine uses it.
+	pass uint64
+
+	mu    sync.Mutex // guards the fields below; entries' data and seq
+	seq   uint64     // generation of the last refresh that changed something
+	delta []byte     // the stats message of generation seq
+	// known are the figures last computed, by target name. Only the run
+	// goroutine writes it (under mu), so it reads it without mu.
+	known map[string]*statEntry
+	subs  map[*statsSub]struct{}
+}
+
+type statEntry struct {
+	key  statKey
+	seq  uint64          // generation it last changed in; guarded by statsHub.mu
+	data json.RawMessage // its statsView; guarded by statsHub.mu
+	pass uint64          // last refresh that saw the target; run goroutine only
+}
+
+// statKey is what a target's figures depend on: they change only when one
+// of its probes ran or its spec was replaced.
+type statKey struct {
+	spec   *target.Spec
+	totals [probe.NumTypes]uint64
+}
+
+func keyOf(t *engine.Target) statKey {
+	k := statKey{spec: t.Spec}
+	for i := range t.Status.Probes {
+		k.totals[i] = t.Status.Probes[i].ProbesTotal
+	}
+	return k
+}
+
+// statsSub is one stream's place in the hub.
+type statsSub struct {
+	// wake has one slot: the producer never blocks; a stream that missed
+	// several refreshes catches up with one message.
+	wake chan struct{}
+	seq  uint64 // the generation the stream has; guarded by statsHub.mu
+}
+
+func newStatsHub(e *engine.Engine, log *slog.Logger) *statsHub {
+	return &statsHub{eng: e, log: log, kick: make(chan struct{}, 1), subs: make(map[*statsSub]struct{})}
+}
+
+// join registers a stream. Its wake channel fires when there are figures
+// for it, at once when some are already known.
+func (h *statsHub) join() *statsSub {
+	sub := &statsSub{wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subs[sub] = struct{}{}
+	if h.seq > 0 {
+		sub.wake <- struct{}{}
+	}
+	if len(h.subs) == 1 {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
+	return sub
+}
+
+// leave unregisters a stream.
+func (h *statsHub) leave(sub *statsSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, sub)
+}
+
+// next returns the stats message sub has not had yet, or nil when it is up
+// to date, and records that it has it.
+func (h *statsHub) next(sub *statsSub) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case sub.seq == h.seq:
+		return nil
+	case sub.seq+1 == h.seq:
+		sub.seq = h.seq
+		return h.delta
+	}
+	var changed []json.RawMessage
+	for _, e := range h.known {
+		if e.seq > sub.seq {
+			changed = append(changed, e.data)
+		}
+	}
+	sub.seq = h.seq
+	if len(changed) == 0 {
+		return nil
+	}
+	return statsMessage(changed)
+}
+
+// statsMessage is {"targets":[...]}.
+func statsMessage(targets []json.RawMessage) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"targets":[`)
+	for i, t := range targets {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(t)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// run refreshes every interval, and when a first stream joins, until ctx
+// is done.
+func (h *statsHub) run(ctx context.Context, clock clockwork.Clock, interval time.Duration) {
+	t := clock.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		case <-h.kick:
+		}
+		if err := h.refresh(ctx); err != nil && ctx.Err() == nil {
+			h.log.Debug("status page: computing probe figures", "err", err)
+		}
+	}
+}
+
+// refresh reads every target's live figures, records those that changed
+// as a new generation and wakes the streams. With no stream it does
+// nothing and forgets the figures: the next stream starts afresh.
+func (h *statsHub) refresh(ctx context.Context) error {
+	h.mu.Lock()
+	idle := len(h.subs) == 0
+	if idle {
+		// No stream holds a generation: start over.
+		h.known, h.seq, h.delta = nil, 0, nil
+	}
+	h.mu.Unlock()
+	if idle {
+		return nil
+	}
+	h.pass++
+	type change struct {
+		name string
+		key  statKey
+		data json.RawMessage
+	}
+	var changes []change
+	for after := ""; ; {
+		page, more, err := h.eng.List(ctx, engine.ListOptions{After: after, Limit: statsPage})
+		if err != nil {
+			return err
+		}
+		for _, t := range page {
+			key := keyOf(t)
+			e := h.known[t.Spec.Name]
+			switch {
+			case e != nil && e.key == key:
+				e.pass = h.pass
+				continue
+			case e == nil && key.totals == [probe.NumTypes]uint64{}:
+				continue // never probed: nothing to show yet
+			}
+			data, err := json.Marshal(viewStats(t))
+			if err != nil {
+				return err
+			}
+			changes = append(changes, change{t.Spec.Name, key, data})
+		}
+		if !more || len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].Spec.Name
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known == nil {
+		h.known = make(map[string]*statEntry, len(changes))
+	}
+	for name, e := range h.known {
+		if e.pass != h.pass {
+			delete(h.known, name) // deleted target
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	h.seq++
+	data := make([]json.RawMessage, len(changes))
+	for i, c := range changes {
+		h.known[c.name] = &statEntry{key: c.key, seq: h.seq, data: c.data, pass: h.pass}
+		data[i] = c.data
+	}
+	h.delta = statsMessage(data)
+	for sub := range h.subs {
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
