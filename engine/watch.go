@@ -283,6 +283,9 @@ func (w *Watcher) pushLocked(ev *Event) bool {
 	if ev.Revision < w.from || !w.filter.match(ev) {
 		return true
 	}
+	// Everything up to ev is now queued or filtered: a batch taken while
+	// publishing continues must not report an older revision.
+	w.rev = max(w.rev, ev.Revision)
 	if len(w.queue) >= w.max {
 		w.err = &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max}
 		w.queue = nil
