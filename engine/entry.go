@@ -34,11 +34,15 @@ type runner struct {
 	id    wheel.ID // immutable
 
 	// Guarded by entry.mu.
-	spec      *probe.Spec
-	eff       probe.Effective
-	checker   Checker
-	state     probe.State
-	gen       uint64 // bumped when outcomes of runs already started must be dropped
+	spec    *probe.Spec
+	eff     probe.Effective
+	checker Checker
+	state   probe.State
+	// gen is bumped (under entry.mu) when the outcomes of runs already
+	// started must be dropped; a run takes it when it is started, so a fire
+	// collected before a reset, update or delete cannot pass for a run of
+	// the new generation.
+	gen       atomic.Uint64
 	scheduled bool
 	retired   bool // removed from its target; its ID is freed once it is not running
 	waiters   []chan probe.Outcome
@@ -151,7 +155,7 @@ func (e *Engine) retireRunnerLocked(r *runner) {
 		return
 	}
 	r.retired = true
-	r.gen++
+	r.gen.Add(1)
 	if e.wheel != nil {
 		e.wheel.Cancel(r.id)
 	}

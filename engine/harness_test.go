@@ -189,6 +189,23 @@ func (h *harness) next(kinds ...engine.EventKind) engine.Event {
 	}
 }
 
+// nextAll waits for one event of each of kinds, in any order (others are
+// skipped).
+func (h *harness) nextAll(kinds ...engine.EventKind) {
+	h.t.Helper()
+	want := make(map[engine.EventKind]bool)
+	for _, k := range kinds {
+		want[k] = true
+	}
+	for len(want) > 0 {
+		var ks []engine.EventKind
+		for k := range want {
+			ks = append(ks, k)
+		}
+		delete(want, h.next(ks...).Kind)
+	}
+}
+
 // noEvent asserts no event of kinds is pending (call after quiesce; the
 // committer publishes asynchronously, so this first waits for it).
 func (h *harness) noEvent(kinds ...engine.EventKind) {

@@ -53,7 +53,10 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	done, err := e.commits.submit([]*Change{created}, true)
 	en.mu.Unlock()
 	if err == nil {
-		err = wait(ctx, done)
+		// Not wait(ctx, done): the change is submitted and will be
+		// committed (or fail) whether the caller waits or not; giving up
+		// on it would leave a stored target that nothing probes.
+		err = <-done
 	}
 	if err != nil {
 		e.mu.Lock()
@@ -258,7 +261,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 			if c, ok := checkers[t]; ok {
 				r.checker.Close()
 				r.checker = c
-				r.gen++ // a run of the old handler says nothing about the new one
+				r.gen.Add(1) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
 			r.spec, r.eff = p, p.Effective()
@@ -302,7 +305,7 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 			continue
 		}
 		e.unscheduleLocked(r)
-		r.gen++
+		r.gen.Add(1)
 		from := r.state.Result
 		r.state = probe.Initial(r.typ)
 		ps := &en.status.Probes[r.typ]
@@ -357,7 +360,7 @@ func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
 			continue
 		}
 		e.unscheduleLocked(r)
-		r.gen++
+		r.gen.Add(1)
 		if r.typ == probe.Readiness && r.state.Result != probe.Failure {
 			from := r.state.Result
 			r.state.Result = probe.Failure

@@ -338,3 +338,50 @@ func TestStoreErrorStopsTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateCancelledWhileCommitting: a Create whose caller gives up while
+// its change is being committed leaves the engine consistent: the target
+// either does not exist (nowhere) or exists the way any target does:
+// stored, reported, probed and deletable.
+func TestCreateCancelledWhileCommitting(t *testing.T) {
+	var fs *faultStore
+	h := newHarness(t, withFaults(&fs))
+	b := h.newBackend(200)
+	held, release := fs.holdNext()
+	ctx, cancel := context.WithCancel(context.Background())
+	created := make(chan error, 1)
+	go func() {
+		_, err := h.eng.Create(ctx, &target.Spec{Name: "web", ReadinessProbe: b.probe(1, -900)})
+		created <- err
+	}()
+	waitHeld(t, held)
+	cancel()
+	release()
+	err := receive(t, "Create", created)
+	h.quiesce()
+	h.flush()
+
+	stored, loadErr := fs.Store.Load(context.Background())
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	inStore := slices.ContainsFunc(stored.Targets, func(tg *engine.Target) bool { return tg.Spec.Name == "web" })
+	_, getErr := h.eng.Get(context.Background(), "web")
+	if !inStore {
+		if getErr == nil || err == nil {
+			t.Fatalf("Create = %v, Get = %v, but the store does not hold the target", err, getErr)
+		}
+		return
+	}
+	if getErr != nil {
+		t.Fatalf("the store holds the target (Create = %v), but Get = %v", err, getErr)
+	}
+	hits := b.hits.Load()
+	h.advance(300*time.Millisecond, 10*time.Millisecond)
+	if b.hits.Load() == hits {
+		t.Errorf("the target is stored and reported (Create = %v) but never probed", err)
+	}
+	if _, err := h.eng.Delete(context.Background(), "web"); err != nil {
+		t.Errorf("Delete of the stored and reported target = %v", err)
+	}
+}

@@ -32,16 +32,16 @@ func (e *Engine) dispatch(fires []wheel.Fire) {
 			e.wheel.Done(f.ID)
 			continue
 		}
-		if !e.start(r) {
+		if !e.start(r, r.gen.Load()) {
 			e.wheel.Done(f.ID)
 		}
 	}
 }
 
-// start runs r, which the caller marked running, in its own goroutine
-// under the engine's probe context; when MaxInflight probes are running it
-// skips (and counts) the run instead and reports false.
-func (e *Engine) start(r *runner) bool {
+// start runs r, which the caller marked running, as generation gen in its
+// own goroutine under the engine's probe context; when MaxInflight probes
+// are running it skips (and counts) the run instead and reports false.
+func (e *Engine) start(r *runner, gen uint64) bool {
 	if e.inflight.Add(1) > int64(e.opts.MaxInflight) {
 		e.inflight.Add(-1)
 		r.running.Store(false)
@@ -49,16 +49,16 @@ func (e *Engine) start(r *runner) bool {
 		return false
 	}
 	e.probes.Add(1)
-	go e.execute(e.probeCtx(), r)
+	go e.execute(e.probeCtx(), r, gen)
 	return true
 }
 
-// execute runs one probe and applies its outcome.
-func (e *Engine) execute(ctx context.Context, r *runner) {
+// execute runs one probe of generation gen and applies its outcome.
+func (e *Engine) execute(ctx context.Context, r *runner, gen uint64) {
 	defer e.probes.Done()
 	en := r.entry
 	en.mu.Lock()
-	checker, timeout, gen := r.checker, r.eff.Timeout, r.gen
+	checker, timeout := r.checker, r.eff.Timeout
 	en.mu.Unlock()
 	start := e.clock.Now()
 	out := e.check(ctx, r, checker, timeout)
@@ -122,7 +122,10 @@ func (e *Engine) finish(ctx context.Context, r *runner, gen uint64, start time.T
 		e.freeID(r)
 		return nil
 	}
-	if ctx.Err() != nil || en.removed || r.gen != gen {
+	// Not Active: deleted. Probes stop at Delete, also a run that started
+	// after it (a fire collected before Delete cancelled it, or a run
+	// whose goroutine read gen after Delete bumped it).
+	if ctx.Err() != nil || en.removed || r.gen.Load() != gen || en.status.Phase != Active {
 		return nil
 	}
 	r.total++
@@ -234,7 +237,7 @@ func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) {
 // running already or MaxInflight probes are.
 func (e *Engine) runNow(r *runner) {
 	if r.running.CompareAndSwap(false, true) {
-		e.start(r)
+		e.start(r, r.gen.Load())
 	}
 }
 

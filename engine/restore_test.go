@@ -19,8 +19,7 @@ func TestRestartKeepsHasInitializedAndReadiness(t *testing.T) {
 	live.FailureThreshold = 2
 	live.InitializationFailureThreshold = ptr[int32](50)
 	h.create(&target.Spec{Name: "app", LivenessProbe: live, ReadinessProbe: b.probe(1, -900)})
-	h.next(engine.KindInitialized) // liveness
-	h.next(engine.KindTransition)  // readiness
+	h.nextAll(engine.KindInitialized, engine.KindTransition) // liveness, readiness: either first
 	before := h.get("app")
 	if !before.Status.Ready() || !before.Status.Probes[probe.Liveness].HasInitialized {
 		t.Fatalf("before restart: %+v", before.Status)

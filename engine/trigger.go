@@ -38,7 +38,7 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 	}
 	var out probe.Outcome
 	if r.running.CompareAndSwap(false, true) {
-		checker, timeout, gen := r.checker, r.eff.Timeout, r.gen
+		checker, timeout, gen := r.checker, r.eff.Timeout, r.gen.Load()
 		en.mu.Unlock()
 		start := e.clock.Now()
 		out = e.check(ctx, r, checker, timeout)
