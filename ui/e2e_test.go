@@ -263,9 +263,13 @@ type probedProcess struct {
 func (p *probedProcess) start(ctx context.Context) {
 	p.t.Helper()
 	args := []string{"--addr", p.addr, "--ui-addr", p.uiAddr, "--data-dir", p.dataDir, "--log-format", "json"}
-	// Another probed (make run) may hold the default metrics port.
-	if help, _ := exec.CommandContext(ctx, p.bin, "--help").CombinedOutput(); bytes.Contains(help, []byte("-metrics-addr")) {
+	help, _ := exec.CommandContext(ctx, p.bin, "--help").CombinedOutput()
+	if bytes.Contains(help, []byte("-metrics-addr")) {
+		// Another probed (make run) may hold the default metrics port.
 		args = append(args, "--metrics-addr", "")
+	}
+	if bytes.Contains(help, []byte("-registrations-per-second")) {
+		args = append(args, "--registrations-per-second", "0") // a thousand creations at once
 	}
 	p.log = &logLines{ready: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, p.bin, args...)

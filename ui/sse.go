@@ -73,17 +73,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	opts := engine.WatchOptions{}
-	if resumed {
-		opts.Since = after + 1
-	}
-	wat, err := s.eng.Watch(ctx, opts)
-	reason := "new stream"
-	if _, compacted := errors.AsType[*engine.CompactedError](err); compacted {
-		s.log.Info("status page: the revision to resume from is no longer retained; sending a new snapshot", "after", after, "err", err)
-		resumed, opts.Since, reason = false, 0, "compacted"
-		wat, err = s.eng.Watch(ctx, opts)
-	}
+	wat, resumed, reason, err := s.watch(ctx, after, resumed)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -96,7 +86,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
-		return // the page asks why a stream failed: it would not
+		return // a page asking why its stream failed: the status is the answer
 	}
 	st := &eventStream{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 	// The connection may serve other requests after the stream.
@@ -159,6 +149,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// watch opens the watcher a stream starts from: after the page's revision
+// when it has one (resumed), else (also when that revision has left the
+// history) a snapshot; reason says why a snapshot.
+func (s *Server) watch(ctx context.Context, after uint64, resume bool) (w *engine.Watcher, resumed bool, reason string, err error) {
+	if !resume {
+		w, err = s.eng.Watch(ctx, engine.WatchOptions{})
+		return w, false, "new stream", err
+	}
+	w, err = s.eng.Watch(ctx, engine.WatchOptions{Since: after + 1})
+	if _, compacted := errors.AsType[*engine.CompactedError](err); compacted {
+		s.log.Info("status page: the revision to resume from is no longer retained; sending a new snapshot", "after", after, "err", err)
+		w, err = s.eng.Watch(ctx, engine.WatchOptions{})
+		return w, false, "compacted", err
+	}
+	return w, true, "", err
 }
 
 // pump turns the watcher's batches into messages, in order, until ctx is

@@ -63,7 +63,8 @@ type telemetry struct {
 }
 
 // startTelemetry sets up metrics and traces as cfg says and starts serving
-// the metrics (protected as sec says) on --metrics-addr.
+// the metrics on --metrics-addr, protected as the API is (sec: its TLS
+// certificate, client CA and authentication).
 func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.Logger) (*telemetry, error) {
 	c := &cfg.telemetry
 	tel, err := probedtel.New(ctx, probedtel.Config{
@@ -88,13 +89,24 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, sec.protect(tel.Handler()))
-	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	t.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	// With TLS the endpoint shares the API's certificate and client CA, as
+	// the status page does, so a scraper authenticates as a client would.
+	scheme, serveFn := "http", func() error { return t.srv.Serve(lis) }
+	if tc := sec.tlsConfig(); tc != nil {
+		t.srv.TLSConfig = tc
+		scheme, serveFn = "https", func() error { return t.srv.ServeTLS(lis, "", "") }
+	}
 	t.wg.Go(func() {
-		if err := t.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveFn(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics listener stopped", "err", err)
 		}
 	})
-	log.Info("metrics serving", "addr", "http://"+lis.Addr().String()+metricsPath)
+	log.Info("metrics serving", "url", scheme+"://"+lis.Addr().String()+metricsPath)
 	if c.listening != nil {
 		c.listening(lis.Addr())
 	}

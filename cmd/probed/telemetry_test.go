@@ -1,10 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -138,5 +141,49 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if tp, _ := traceparent.Load().(string); !strings.HasPrefix(tp, "00-") {
 		t.Errorf("the backend saw traceparent %q, want a W3C one (--trace-propagate)", tp)
+	}
+}
+
+// TestMetricsEndpointProtected checks that /metrics is served as the API
+// is: over TLS with the API's certificate, and only with a credential.
+func TestMetricsEndpointProtected(t *testing.T) {
+	p := newPKI(t)
+	cfg := testConfig(t, p.tlsArgs("--auth-token-file", tokenFile(t, aliceToken+" alice"))...)
+	metricsAddr := make(chan net.Addr, 1)
+	cfg.telemetry.listening = func(a net.Addr) { metricsAddr <- a }
+	startServer(t, cfg)
+	url := "https://" + (<-metricsAddr).String() + "/metrics"
+
+	caPEM, err := os.ReadFile(p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	defer hc.CloseIdleConnections()
+	get := func(token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without a token: %d, want 401", code)
+	}
+	if code, _ := get(bobToken); code != http.StatusUnauthorized {
+		t.Errorf("GET /metrics with an unknown token: %d, want 401", code)
+	}
+	code, body := get(aliceToken)
+	if code != http.StatusOK || !strings.Contains(body, "probed_targets") {
+		t.Errorf("GET /metrics with a token: %d, want 200 with the metrics:\n%s", code, body)
 	}
 }
