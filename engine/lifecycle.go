@@ -411,6 +411,17 @@ func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
 // remove ends a drained target: DELETED is published, then the target and
 // its probes are gone.
 func (e *Engine) remove(ctx context.Context, en *entry) error {
+	// Leave the registry first, so that the name (and its owner's quota)
+	// is free by the time DELETED is visible: a client that sees it may
+	// create the target again at once. Nothing else can be queued about en
+	// meanwhile: every operation finds targets through the registry, and
+	// probes of a terminating target publish nothing.
+	e.mu.Lock()
+	if e.targets[en.name] == en {
+		delete(e.targets, en.name)
+		e.countOwnedLocked(en.status.Owner, -1)
+	}
+	e.mu.Unlock()
 	en.mu.Lock()
 	if en.removed {
 		en.mu.Unlock()
@@ -421,21 +432,10 @@ func (e *Engine) remove(ctx context.Context, en *entry) error {
 	ch := e.changeLocked(en, Event{Kind: KindDeleted, Reason: ReasonTerminating}, false, now)
 	ch.Delete = true
 	done, err := e.commits.submit([]*Change{ch}, true)
+	e.retireLocked(en)
 	en.mu.Unlock()
 	if err == nil {
 		err = wait(ctx, done)
 	}
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	if e.targets[en.name] == en {
-		delete(e.targets, en.name)
-		e.countOwnedLocked(en.status.Owner, -1)
-	}
-	e.mu.Unlock()
-	en.mu.Lock()
-	e.retireLocked(en)
-	en.mu.Unlock()
-	return nil
+	return err
 }

@@ -277,9 +277,13 @@ func coldStart(ctx context.Context, c *client.Client, w *readyWatcher, name stri
 	if err != nil {
 		return 0, 0, err
 	}
+	tcpAddr, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return 0, 0, err
+	}
 	ready := w.expect(name)
 	defer w.forget(name)
-	if _, err := c.Create(ctx, knativeTarget(name, addr, period)); err != nil {
+	if _, err := c.Create(ctx, knativeTarget(name, tcpAddr, period)); err != nil {
 		return 0, 0, err
 	}
 	defer func() {
@@ -319,12 +323,9 @@ func coldStart(ctx context.Context, c *client.Client, w *readyWatcher, name stri
 
 // knativeTarget is a target with the Knative activator's readiness probe
 // of addr every period.
-func knativeTarget(name, addr string, period time.Duration) *probev1.Target {
-	host, port, _ := net.SplitHostPort(addr)
-	var p32 int32
-	_, _ = fmt.Sscan(port, &p32)
+func knativeTarget(name string, addr *net.TCPAddr, period time.Duration) *probev1.Target {
 	p := &probev1.Probe{Handler: &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{
-		Host: host, Port: p32, Path: "/healthz",
+		Host: addr.IP.String(), Port: int32(addr.Port), Path: "/healthz",
 		HttpHeaders:  []*probev1.HTTPHeader{{Name: "K-Network-Probe", Value: "queue"}},
 		ExpectedBody: "queue",
 	}}}

@@ -421,12 +421,32 @@ func TestCredentialsReloadWithoutRestart(t *testing.T) {
 		t.Errorf("existing client after the rotation: %v", err)
 	}
 
-	// Rotate the tokens: bob in, alice out.
+	// Rotate the tokens: bob in, alice out. Her watch ends.
+	wctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := alice.Watch(wctx)
+	if r := <-events; r.Err != nil {
+		t.Fatal(r.Err)
+	}
 	testpki.WriteFile(t, filepath.Dir(tokens), filepath.Base(tokens), []byte(bobToken+" bob\n"))
 	bob := dialClient(t, addr, client.WithTLS(p.caFile), client.WithToken(bobToken))
 	eventually(t, "the new token accepted", func() bool { _, err := bob.Get(callCtx(t), "a"); return err == nil })
 	if _, err := alice.Get(callCtx(t), "a"); !errors.Is(err, client.ErrUnauthenticated) {
 		t.Errorf("removed token: %v, want ErrUnauthenticated", err)
+	}
+	timeout := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case r := <-events:
+			if r.Err != nil {
+				if !errors.Is(r.Err, client.ErrUnauthenticated) {
+					t.Errorf("watch with a removed token ended with %v, want ErrUnauthenticated", r.Err)
+				}
+				ended = true
+			}
+		case <-timeout:
+			t.Fatal("watch with a removed token still open 10s after the rotation")
+		}
 	}
 }
 

@@ -117,13 +117,46 @@ func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, info *grp
 	return handler(ctx, req)
 }
 
-// StreamInterceptor is UnaryInterceptor for streams (Watch).
+// StreamInterceptor is UnaryInterceptor for streams (Watch). A stream
+// authenticated by a token that is then removed from the token file ends
+// with Unauthenticated at the reload.
 func (a *Authenticator) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, err := a.admit(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}
-	return handler(srv, &identityStream{ServerStream: ss, ctx: ctx})
+	if a.opts.Tokens == nil || (a.opts.OpenHealth && strings.HasPrefix(info.FullMethod, healthPrefix)) {
+		return handler(srv, &identityStream{ServerStream: ss, ctx: ctx})
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	tok, _ := bearerToken(md.Get("authorization")) // admit checked it
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go a.revokeOnRemoval(ctx, cancel, tok)
+	err = handler(srv, &identityStream{ServerStream: ss, ctx: ctx})
+	if cause := context.Cause(ctx); errors.Is(cause, errRevoked) {
+		return status.Error(codes.Unauthenticated, cause.Error())
+	}
+	return err
+}
+
+var errRevoked = errors.New("the token of this call was revoked")
+
+// revokeOnRemoval cancels ctx with errRevoked when tok stops being valid;
+// it returns when ctx is done.
+func (a *Authenticator) revokeOnRemoval(ctx context.Context, cancel context.CancelCauseFunc, tok string) {
+	for {
+		changed := a.opts.Tokens.Changed()
+		if _, ok := a.opts.Tokens.Lookup(tok); !ok {
+			cancel(errRevoked)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // identityStream is a stream whose context carries the identity.

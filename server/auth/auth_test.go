@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +30,9 @@ import (
 
 const reflectionMethod = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 
+// longStream is a method the echo server keeps open until the call ends.
+const longStream = "/test.Long/Stream"
+
 // startEcho serves health and, for every other method, a handler that
 // answers with the caller's identity (engine.OwnerFrom) in the trailer
 // "owner", over TLS with certs when not nil. It returns the address.
@@ -41,10 +45,17 @@ func startEcho(t *testing.T, a *auth.Authenticator, certs *auth.Certs) string {
 	opts = append(opts, grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
 		ss.SetTrailer(metadata.Pairs("owner", engine.OwnerFrom(ss.Context())))
 		var m emptypb.Empty
-		if err := ss.RecvMsg(&m); err != nil && err != io.EOF {
+		if err := ss.RecvMsg(&m); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		return ss.SendMsg(&emptypb.Empty{})
+		if err := ss.SendMsg(&emptypb.Empty{}); err != nil {
+			return err
+		}
+		if m, _ := grpc.MethodFromServerStream(ss); m == longStream {
+			<-ss.Context().Done()
+			return status.FromContextError(ss.Context().Err()).Err()
+		}
+		return nil
 	}))
 	g := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
@@ -96,7 +107,7 @@ func stream(t *testing.T, conn *grpc.ClientConn, method, token string) (string, 
 			if v := s.Trailer().Get("owner"); len(v) > 0 {
 				owner = v[0]
 			}
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = nil
 			}
 			return owner, err
@@ -368,4 +379,47 @@ func TestHTTPMiddleware(t *testing.T) {
 			t.Errorf("open: %d, want 200", code)
 		}
 	})
+}
+
+func TestRevokedTokenEndsStreams(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := testpki.WriteFile(t, dir, "tokens", []byte(tokA+" alice\n"+tokB+" bob\n"))
+	toks, err := auth.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, startEcho(t, auth.New(auth.Options{Tokens: toks}), nil), nil)
+	open := func(tok string) grpc.ClientStream {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tok)
+		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, longStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecvMsg(&emptypb.Empty{}); err != nil {
+			t.Fatalf("first message: %v", err)
+		}
+		return s
+	}
+	alice, bob := open(tokA), open(tokB)
+
+	testpki.WriteFile(t, dir, "tokens", []byte(tokB+" bob\n"))
+	if changed, err := toks.Reload(); !changed || err != nil {
+		t.Fatalf("Reload = %v, %v", changed, err)
+	}
+	err = alice.RecvMsg(&emptypb.Empty{})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("alice's stream after her token was removed: %v, want Unauthenticated", err)
+	}
+	// Bob's stream goes on.
+	done := make(chan error, 1)
+	go func() { done <- bob.RecvMsg(&emptypb.Empty{}) }()
+	select {
+	case err := <-done:
+		t.Fatalf("bob's stream ended: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -118,11 +119,14 @@ type Tokens struct {
 	path  string
 	set   atomic.Pointer[tokenSet]
 	stamp stamps // used by Reload only
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when the tokens change; guarded by mu
 }
 
 // LoadTokens reads the token file at path (see ParseTokens).
 func LoadTokens(path string) (*Tokens, error) {
-	t := &Tokens{path: path}
+	t := &Tokens{path: path, changed: make(chan struct{})}
 	st, err := stat(path)
 	if err != nil {
 		return nil, err
@@ -144,7 +148,19 @@ func (t *Tokens) load() error {
 		return fmt.Errorf("token file %s: %w", t.path, err)
 	}
 	t.set.Store(s)
+	t.mu.Lock()
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
 	return nil
+}
+
+// Changed returns a channel that is closed the next time the tokens
+// change (a reload), for calls that outlive a revocation (Watch).
+func (t *Tokens) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.changed
 }
 
 // Lookup returns the identity token grants, and false for an unknown
