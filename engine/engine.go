@@ -31,6 +31,9 @@ import (
 	"github.com/probed/probed/engine/wheel"
 )
 
+// maxIdleWorkers bounds the probe goroutines kept waiting for work.
+const maxIdleWorkers = 256
+
 // Defaults of Options.
 const (
 	DefaultHistory      = 100_000
@@ -135,9 +138,9 @@ type Engine struct {
 	free    []wheel.ID
 
 	wheel *wheel.Wheel // set by Run before running is closed
-	// probeCtx returns the context of probe runs: Run's, cancelled when Run
-	// stops. Set by Run before running is closed.
-	probeCtx func() context.Context
+	// pool runs probes under Run's probe context. Set by Run before running
+	// is closed.
+	pool *pool
 	running  chan struct{} // closed when Run has started
 	done     chan struct{} // closed when Run is shutting down
 	runOnce  atomic.Bool
@@ -190,7 +193,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
-	e.probeCtx = func() context.Context { return probeCtx }
+	e.pool = newPool(maxIdleWorkers, func(j job) { e.execute(probeCtx, j.r, j.gen) })
 	e.wheel = wheel.New(e.clock, e.dispatch, wheel.WithTick(e.opts.Tick), wheel.WithShards(e.opts.Shards))
 
 	var wheelWG, workWG, commitWG sync.WaitGroup
@@ -228,6 +231,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	wheelWG.Wait()
 	stopProbes()
 	e.probes.Wait()
+	e.pool.close()
 	stopWork()
 	workWG.Wait()
 	stopCommits()

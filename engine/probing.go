@@ -49,7 +49,12 @@ func (e *Engine) start(r *runner, gen uint64) bool {
 		return false
 	}
 	e.probes.Add(1)
-	go e.execute(e.probeCtx(), r, gen)
+	if !e.pool.submit(job{r: r, gen: gen}) { // the engine is stopping
+		e.probes.Done()
+		e.inflight.Add(-1)
+		r.running.Store(false)
+		return false
+	}
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestHangingTargetsDoNotDelayHealthyOnes(t *testing.T) {
 		n = int(limit) - 2000
 		t.Logf("open-file limit %d: using %d hanging targets", limit, n)
 	}
+	baseline := runtime.NumGoroutine()
 	h := newHarness(t)
 	hang, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,5 +103,16 @@ func TestHangingTargetsDoNotDelayHealthyOnes(t *testing.T) {
 		if _, err := h.eng.Delete(ctx, fmt.Sprintf("hang-%d", i)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// net/http finishes a cancelled request's dial in the background; the
+	// dials still waiting for a SYN-ACK end when the closed port answers
+	// their next retransmission with a reset.
+	hang.Close()
+	// The engine keeps up to 256 idle probe workers.
+	for deadline := time.Now().Add(60 * time.Second); runtime.NumGoroutine() > baseline+256+100; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still running a minute after the hanging targets were removed (baseline %d)", runtime.NumGoroutine(), baseline)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

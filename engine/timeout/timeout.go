@@ -28,8 +28,14 @@ func (expired) Is(e error) bool { return e == context.DeadlineExceeded }
 
 // With returns a context cancelled when d has passed on clock, when cancel
 // is called, or when parent is done. Call cancel as soon as the work is
-// done to release the clock's timer.
+// done to release the clock's timer. On a fake clock the context has no
+// Deadline; on any other clock it is context.WithTimeoutCause.
 func With(parent context.Context, clock clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, fake := clock.(*clockwork.FakeClock); !fake {
+		// The real clock: the runtime's own deadline is cheaper (no extra
+		// timer goroutine hand-off) and lets I/O see it.
+		return context.WithTimeoutCause(parent, d, ErrExpired)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	t := clock.AfterFunc(d, func() { cancel(ErrExpired) })
 	return ctx, func() {
