@@ -140,7 +140,7 @@ type Engine struct {
 	wheel *wheel.Wheel // set by Run before running is closed
 	// pool runs probes under Run's probe context. Set by Run before running
 	// is closed.
-	pool *pool
+	pool     *pool
 	running  chan struct{} // closed when Run has started
 	done     chan struct{} // closed when Run is shutting down
 	runOnce  atomic.Bool

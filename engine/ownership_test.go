@@ -290,7 +290,7 @@ func TestStoreErrorStopsTheEngine(t *testing.T) {
 	if !h.get("acked").Status.Ready() {
 		t.Fatal("acked is not ready")
 	}
-	stored, err := fs.Store.Load(context.Background())
+	stored, err := fs.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestStoreErrorStopsTheEngine(t *testing.T) {
 	}
 
 	// Nothing acknowledged is lost, nothing unacknowledged was written.
-	after, err := fs.Store.Load(context.Background())
+	after, err := fs.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestCreateCancelledWhileCommitting(t *testing.T) {
 	h.quiesce()
 	h.flush()
 
-	stored, loadErr := fs.Store.Load(context.Background())
+	stored, loadErr := fs.Load(context.Background())
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}

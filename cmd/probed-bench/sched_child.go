@@ -70,7 +70,7 @@ func runSchedChild(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		profile = f
 	}
 	res, _, err := measureModel(ctx, *model, cfg, profile)

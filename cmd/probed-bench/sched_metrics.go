@@ -79,7 +79,7 @@ func scrapeOnce(ctx context.Context, url string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if _, err := io.Copy(out, resp.Body); err != nil {
 		return err
 	}

@@ -309,7 +309,7 @@ func (p *crashProcess) start() (time.Duration, error) {
 		return time.Since(began), nil
 	case err := <-p.exited:
 		p.cmd = nil
-		return 0, fmt.Errorf("probed exited before serving: %v\n%s", err, p.stderr.String())
+		return 0, fmt.Errorf("probed exited before serving: %w\n%s", err, p.stderr.String())
 	case <-time.After(60 * time.Second):
 		p.kill()
 		return 0, fmt.Errorf("probed did not serve within 60s\n%s", p.stderr.String())
