@@ -104,6 +104,42 @@ func (e *Engine) validate(spec, old *target.Spec) error {
 	return errs.Err()
 }
 
+// acquire waits until Run has started, finds the target and returns it
+// with its lock held (the caller unlocks); a removed target is not found.
+func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	en, err := e.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	en.mu.Lock()
+	if en.removed {
+		en.mu.Unlock()
+		return nil, notFound(name)
+	}
+	return en, nil
+}
+
+func errTerminating(name string) error {
+	return fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
+}
+
+// publishLocked sets the published result of r to `to` outside the state
+// machine (a reset, a termination) and returns the transition that says
+// so, or nil if the result was already `to`; en.mu held.
+func (e *Engine) publishLocked(en *entry, r *runner, to probe.Result, message, reason string, now time.Time) *Change {
+	from := r.state.Result
+	if from == to {
+		return nil
+	}
+	r.state.Result = to
+	ps := &en.status.Probes[r.typ]
+	ps.Result, ps.LastTransitionTime = to, now
+	return e.changeLocked(en, Event{Kind: KindTransition, Probe: r.typ, From: from, To: to, Message: message, Reason: reason}, false, now)
+}
+
 // discard releases a target that never got published.
 func (e *Engine) discard(en *entry) {
 	en.mu.Lock()
@@ -201,21 +237,13 @@ func (e *Engine) withLive(t *Target) *Target {
 // startup probe added to a target that has already started counts as
 // passed (the start it guards is over).
 func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error) {
-	if err := e.awaitRunning(ctx); err != nil {
-		return nil, err
-	}
-	en, err := e.lookup(spec.Name)
+	en, err := e.acquire(ctx, spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	en.mu.Lock()
-	if en.removed {
-		en.mu.Unlock()
-		return nil, notFound(spec.Name)
-	}
 	if en.status.Phase == Terminating {
 		en.mu.Unlock()
-		return nil, fmt.Errorf("target %q is terminating: %w", spec.Name, ErrFailedPrecondition)
+		return nil, errTerminating(spec.Name)
 	}
 	if err := e.validate(spec, en.spec); err != nil {
 		en.mu.Unlock()
@@ -282,21 +310,13 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 // are transitions with reason Reset, and probing starts over from now (the
 // startup probe first).
 func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
-	if err := e.awaitRunning(ctx); err != nil {
-		return nil, err
-	}
-	en, err := e.lookup(name)
+	en, err := e.acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	en.mu.Lock()
-	if en.removed {
-		en.mu.Unlock()
-		return nil, notFound(name)
-	}
 	if en.status.Phase == Terminating {
 		en.mu.Unlock()
-		return nil, fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
+		return nil, errTerminating(name)
 	}
 	now := e.clock.Now()
 	var changes []*Change
@@ -306,16 +326,12 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 		}
 		e.unscheduleLocked(r)
 		r.gen.Add(1)
-		from := r.state.Result
-		r.state = probe.Initial(r.typ)
-		ps := &en.status.Probes[r.typ]
-		ps.Result, ps.HasInitialized = r.state.Result, false
-		if from != r.state.Result {
-			ps.LastTransitionTime = now
-			changes = append(changes, e.changeLocked(en, Event{
-				Kind: KindTransition, Probe: r.typ, From: from, To: r.state.Result,
-				Message: "target reset", Reason: ReasonReset,
-			}, false, now))
+		// Back to the initial state: no run, not initialized, and the
+		// initial result (a transition if it differs).
+		r.state = probe.State{Result: r.state.Result}
+		en.status.Probes[r.typ].HasInitialized = false
+		if c := e.publishLocked(en, r, probe.Initial(r.typ).Result, "target reset", ReasonReset, now); c != nil {
+			changes = append(changes, c)
 		}
 	}
 	en.status.StartTime = now
@@ -335,17 +351,9 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 // target is removed with a DELETED event. It returns once TERMINATING is
 // durable. Deleting a terminating target changes nothing.
 func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
-	if err := e.awaitRunning(ctx); err != nil {
-		return nil, err
-	}
-	en, err := e.lookup(name)
+	en, err := e.acquire(ctx, name)
 	if err != nil {
 		return nil, err
-	}
-	en.mu.Lock()
-	if en.removed {
-		en.mu.Unlock()
-		return nil, notFound(name)
 	}
 	if en.status.Phase == Terminating {
 		en.mu.Unlock()
@@ -361,15 +369,10 @@ func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
 		}
 		e.unscheduleLocked(r)
 		r.gen.Add(1)
-		if r.typ == probe.Readiness && r.state.Result != probe.Failure {
-			from := r.state.Result
-			r.state.Result = probe.Failure
-			ps := &en.status.Probes[probe.Readiness]
-			ps.Result, ps.LastTransitionTime = probe.Failure, now
-			changes = append(changes, e.changeLocked(en, Event{
-				Kind: KindTransition, Probe: probe.Readiness, From: from, To: probe.Failure,
-				Message: "target is terminating", Reason: ReasonTerminating,
-			}, false, now))
+		if r.typ == probe.Readiness {
+			if c := e.publishLocked(en, r, probe.Failure, "target is terminating", ReasonTerminating, now); c != nil {
+				changes = append(changes, c)
+			}
 		}
 	}
 	terminating := e.changeLocked(en, Event{Kind: KindTerminating, Reason: ReasonTerminating}, false, now)

@@ -13,25 +13,18 @@ import (
 // another: a probe never overlaps itself. A probe gated behind the startup
 // probe, or of a terminating target, is ErrFailedPrecondition.
 func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (probe.Outcome, *Target, error) {
-	if err := e.awaitRunning(ctx); err != nil {
-		return probe.Outcome{}, nil, err
-	}
-	en, err := e.lookup(name)
+	en, err := e.acquire(ctx, name)
 	if err != nil {
 		return probe.Outcome{}, nil, err
 	}
-	en.mu.Lock()
 	r := en.runners[typ]
 	switch {
-	case en.removed:
-		en.mu.Unlock()
-		return probe.Outcome{}, nil, notFound(name)
 	case r == nil:
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, fmt.Errorf("target %q has no %s probe: %w", name, typ, ErrNotFound)
 	case en.status.Phase == Terminating:
 		en.mu.Unlock()
-		return probe.Outcome{}, nil, fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
+		return probe.Outcome{}, nil, errTerminating(name)
 	case typ != probe.Startup && !en.status.Started():
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, fmt.Errorf("the %s probe of target %q does not run until its startup probe has succeeded: %w", typ, name, ErrFailedPrecondition)

@@ -105,43 +105,60 @@ func toTLS(t *probev1.TLSConfig) *probe.TLS {
 	return &probe.TLS{CAPEM: t.GetCaPem(), InsecureSkipVerify: t.GetInsecureSkipVerify(), ServerName: t.GetServerName()}
 }
 
-// toProbeType converts a probe type; ok is false for UNSPECIFIED and
-// unknown values.
-func toProbeType(t probev1.ProbeType) (probe.Type, bool) {
-	switch t {
-	case probev1.ProbeType_PROBE_TYPE_STARTUP:
-		return probe.Startup, true
-	case probev1.ProbeType_PROBE_TYPE_LIVENESS:
-		return probe.Liveness, true
-	case probev1.ProbeType_PROBE_TYPE_READINESS:
-		return probe.Readiness, true
-	default:
-		return 0, false
-	}
+// The enums: each pairs the API's values with the domain's. An API value
+// without a pair (UNSPECIFIED, or a number from a newer client) converts to
+// nothing, and validation names the field.
+type enumPair[A, D comparable] struct {
+	api    A
+	domain D
 }
 
-func toEventKind(k probev1.EventKind) (engine.EventKind, bool) {
-	switch k {
-	case probev1.EventKind_EVENT_KIND_SNAPSHOT:
-		return engine.KindSnapshot, true
-	case probev1.EventKind_EVENT_KIND_TRANSITION:
-		return engine.KindTransition, true
-	case probev1.EventKind_EVENT_KIND_INITIALIZED:
-		return engine.KindInitialized, true
-	case probev1.EventKind_EVENT_KIND_CREATED:
-		return engine.KindCreated, true
-	case probev1.EventKind_EVENT_KIND_UPDATED:
-		return engine.KindUpdated, true
-	case probev1.EventKind_EVENT_KIND_RESET:
-		return engine.KindReset, true
-	case probev1.EventKind_EVENT_KIND_TERMINATING:
-		return engine.KindTerminating, true
-	case probev1.EventKind_EVENT_KIND_DELETED:
-		return engine.KindDeleted, true
-	default:
-		return 0, false
+func toDomain[A, D comparable](pairs []enumPair[A, D], v A) (D, bool) {
+	for _, p := range pairs {
+		if p.api == v {
+			return p.domain, true
+		}
 	}
+	var zero D
+	return zero, false
 }
+
+func toAPI[A, D comparable](pairs []enumPair[A, D], v D) A {
+	for _, p := range pairs {
+		if p.domain == v {
+			return p.api
+		}
+	}
+	var zero A // UNSPECIFIED
+	return zero
+}
+
+var (
+	probeTypes = []enumPair[probev1.ProbeType, probe.Type]{
+		{probev1.ProbeType_PROBE_TYPE_STARTUP, probe.Startup},
+		{probev1.ProbeType_PROBE_TYPE_LIVENESS, probe.Liveness},
+		{probev1.ProbeType_PROBE_TYPE_READINESS, probe.Readiness},
+	}
+	results = []enumPair[probev1.Result, probe.Result]{
+		{probev1.Result_RESULT_UNKNOWN, probe.Unknown},
+		{probev1.Result_RESULT_SUCCESS, probe.Success},
+		{probev1.Result_RESULT_FAILURE, probe.Failure},
+	}
+	phases = []enumPair[probev1.Phase, engine.Phase]{
+		{probev1.Phase_PHASE_ACTIVE, engine.Active},
+		{probev1.Phase_PHASE_TERMINATING, engine.Terminating},
+	}
+	eventKinds = []enumPair[probev1.EventKind, engine.EventKind]{
+		{probev1.EventKind_EVENT_KIND_SNAPSHOT, engine.KindSnapshot},
+		{probev1.EventKind_EVENT_KIND_TRANSITION, engine.KindTransition},
+		{probev1.EventKind_EVENT_KIND_INITIALIZED, engine.KindInitialized},
+		{probev1.EventKind_EVENT_KIND_CREATED, engine.KindCreated},
+		{probev1.EventKind_EVENT_KIND_UPDATED, engine.KindUpdated},
+		{probev1.EventKind_EVENT_KIND_RESET, engine.KindReset},
+		{probev1.EventKind_EVENT_KIND_TERMINATING, engine.KindTerminating},
+		{probev1.EventKind_EVENT_KIND_DELETED, engine.KindDeleted},
+	}
+)
 
 // fromTarget converts a target with its status.
 func fromTarget(t *engine.Target) *probev1.Target {
@@ -230,7 +247,7 @@ func fromTLS(t *probe.TLS) *probev1.TLSConfig {
 
 func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
 	return &probev1.TargetStatus{
-		Phase:      fromPhase(s.Phase),
+		Phase:      toAPI(phases, s.Phase),
 		Started:    s.Started(),
 		Ready:      s.Ready(),
 		Live:       s.Live(),
@@ -244,17 +261,6 @@ func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
 	}
 }
 
-func fromPhase(p engine.Phase) probev1.Phase {
-	switch p {
-	case engine.Active:
-		return probev1.Phase_PHASE_ACTIVE
-	case engine.Terminating:
-		return probev1.Phase_PHASE_TERMINATING
-	default:
-		return probev1.Phase_PHASE_UNSPECIFIED
-	}
-}
-
 // fromProbeStatus converts the status of a probe; the effective timing is
 // computed from its spec, so it is right also for statuses that carry only
 // the durable fields (events, snapshots).
@@ -263,7 +269,7 @@ func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStat
 		return nil
 	}
 	return &probev1.ProbeStatus{
-		Result:               fromResult(p.Result),
+		Result:               toAPI(results, p.Result),
 		Effective:            fromEffective(spec.Effective()),
 		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
 		ConsecutiveFailures:  p.ConsecutiveFailures,
@@ -288,47 +294,12 @@ func fromEffective(e probe.Effective) *probev1.Effective {
 	}
 }
 
-func fromResult(r probe.Result) probev1.Result {
-	switch r {
-	case probe.Success:
-		return probev1.Result_RESULT_SUCCESS
-	case probe.Failure:
-		return probev1.Result_RESULT_FAILURE
-	default:
-		return probev1.Result_RESULT_UNKNOWN
-	}
-}
-
-func fromProbeType(t probe.Type) probev1.ProbeType {
-	switch t {
-	case probe.Startup:
-		return probev1.ProbeType_PROBE_TYPE_STARTUP
-	case probe.Liveness:
-		return probev1.ProbeType_PROBE_TYPE_LIVENESS
-	case probe.Readiness:
-		return probev1.ProbeType_PROBE_TYPE_READINESS
-	default:
-		return probev1.ProbeType_PROBE_TYPE_UNSPECIFIED
-	}
-}
-
-var eventKinds = map[engine.EventKind]probev1.EventKind{
-	engine.KindSnapshot:    probev1.EventKind_EVENT_KIND_SNAPSHOT,
-	engine.KindTransition:  probev1.EventKind_EVENT_KIND_TRANSITION,
-	engine.KindInitialized: probev1.EventKind_EVENT_KIND_INITIALIZED,
-	engine.KindCreated:     probev1.EventKind_EVENT_KIND_CREATED,
-	engine.KindUpdated:     probev1.EventKind_EVENT_KIND_UPDATED,
-	engine.KindReset:       probev1.EventKind_EVENT_KIND_RESET,
-	engine.KindTerminating: probev1.EventKind_EVENT_KIND_TERMINATING,
-	engine.KindDeleted:     probev1.EventKind_EVENT_KIND_DELETED,
-}
-
 func fromEvent(ev *engine.Event) *probev1.Event {
 	out := &probev1.Event{
 		Revision: ev.Revision,
 		Time:     timestamp(ev.Time),
 		Name:     ev.Name,
-		Kind:     eventKinds[ev.Kind],
+		Kind:     toAPI(eventKinds, ev.Kind),
 		Message:  ev.Message,
 		Reason:   ev.Reason,
 		Started:  ev.Started,
@@ -336,9 +307,9 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 		Live:     ev.Live,
 	}
 	if ev.Kind == engine.KindTransition || ev.Kind == engine.KindInitialized {
-		out.ProbeType = fromProbeType(ev.Probe)
-		out.From = fromResult(ev.From)
-		out.To = fromResult(ev.To)
+		out.ProbeType = toAPI(probeTypes, ev.Probe)
+		out.From = toAPI(results, ev.From)
+		out.To = toAPI(results, ev.To)
 		out.Consecutive = ev.Consecutive
 		out.Latency = duration(ev.Latency)
 	}
@@ -349,7 +320,7 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 }
 
 func fromOutcome(o probe.Outcome, at time.Time) *probev1.Outcome {
-	return &probev1.Outcome{Result: fromResult(o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
+	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {

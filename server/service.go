@@ -103,7 +103,7 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 // TriggerProbe runs one probe now.
 func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequest) (*probev1.TriggerProbeResponse, error) {
 	errs := nameErrors(req.GetName())
-	typ, ok := toProbeType(req.GetProbeType())
+	typ, ok := toDomain(probeTypes, req.GetProbeType())
 	if !ok {
 		errs = append(errs, field.Invalid(field.NewPath("probeType"), req.GetProbeType().String(),
 			"must be PROBE_TYPE_STARTUP, PROBE_TYPE_LIVENESS or PROBE_TYPE_READINESS"))

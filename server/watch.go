@@ -85,7 +85,7 @@ func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {
 		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
 	}
 	for i, k := range req.GetKinds() {
-		kind, ok := toEventKind(k)
+		kind, ok := toDomain(eventKinds, k)
 		if !ok {
 			errs = append(errs, field.Invalid(field.NewPath("kinds").Index(i), k.String(), "must be an EVENT_KIND_* other than EVENT_KIND_UNSPECIFIED"))
 			continue
