@@ -89,8 +89,8 @@ func TestTrigger(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	_, c := start(t, probedtest.Options{})
-	b := newBackend(t, true)
-	if _, err := c.Create(ctx, b.readiness(t, "db")); err != nil {
+	b := probedtest.NewBackend(t, true)
+	if _, err := c.Create(ctx, b.Readiness("db")); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	resp, err := c.Trigger(ctx, "db", probev1.ProbeType_PROBE_TYPE_READINESS)

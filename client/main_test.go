@@ -4,9 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,56 +51,6 @@ func start(t *testing.T, opts probedtest.Options) (*probedtest.Server, *client.C
 // plain returns a target with no probes: ready as soon as it is created.
 func plain(name string, labels map[string]string) *probev1.Target {
 	return &probev1.Target{Name: name, Labels: labels}
-}
-
-// backend is an HTTP server whose /healthz answers 200 or 503.
-type backend struct {
-	srv     *httptest.Server
-	healthy atomic.Bool
-}
-
-func newBackend(t *testing.T, healthy bool) *backend {
-	t.Helper()
-	b := &backend{}
-	b.healthy.Store(healthy)
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" && b.healthy.Load() {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func (b *backend) port(t *testing.T) int32 {
-	t.Helper()
-	_, p, err := net.SplitHostPort(b.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int32(n)
-}
-
-// readiness returns a target whose readiness probe GETs the backend's
-// /healthz every 100 ms.
-func (b *backend) readiness(t *testing.T, name string) *probev1.Target {
-	t.Helper()
-	return &probev1.Target{
-		Name: name,
-		ReadinessProbe: &probev1.Probe{
-			Handler: &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{
-				Host: "127.0.0.1", Port: b.port(t), Path: "/healthz",
-			}},
-			PeriodSeconds:      1,
-			PeriodMilliseconds: ptr[int32](-900),
-		},
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -34,11 +34,11 @@ func TestWaitReady(t *testing.T) {
 			name:    "becomes ready",
 			timeout: 10 * time.Second,
 			setup: func(t *testing.T, c *client.Client) (string, func()) {
-				b := newBackend(t, false)
-				mustCreate(t, c, b.readiness(t, "flip"))
+				b := probedtest.NewBackend(t, false)
+				mustCreate(t, c, b.Readiness("flip"))
 				return "flip", func() {
 					time.Sleep(300 * time.Millisecond)
-					b.healthy.Store(true)
+					b.SetHealthy(true)
 				}
 			},
 			wantProbe: probev1.Result_RESULT_SUCCESS,
@@ -53,8 +53,8 @@ func TestWaitReady(t *testing.T) {
 			name:    "deleted while waiting",
 			timeout: 10 * time.Second,
 			setup: func(t *testing.T, c *client.Client) (string, func()) {
-				b := newBackend(t, false)
-				mustCreate(t, c, lingering(b.readiness(t, "doomed")))
+				b := probedtest.NewBackend(t, false)
+				mustCreate(t, c, lingering(b.Readiness("doomed")))
 				return "doomed", func() {
 					time.Sleep(200 * time.Millisecond)
 					if _, err := c.Delete(t.Context(), "doomed"); err != nil {
@@ -68,8 +68,8 @@ func TestWaitReady(t *testing.T) {
 			name:    "timeout",
 			timeout: 300 * time.Millisecond,
 			setup: func(t *testing.T, c *client.Client) (string, func()) {
-				b := newBackend(t, false)
-				mustCreate(t, c, b.readiness(t, "never"))
+				b := probedtest.NewBackend(t, false)
+				mustCreate(t, c, b.Readiness("never"))
 				return "never", nil
 			},
 			wantErr: context.DeadlineExceeded,

@@ -3,13 +3,8 @@ package telemetry_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,73 +59,18 @@ func startProbed(t *testing.T, tel *telemetry.Telemetry) *probedtest.Server {
 	return s
 }
 
-// backend is an HTTP target: /healthz answers 200 while healthy, 503
-// otherwise; it remembers the last traceparent it was sent.
-type backend struct {
-	srv         *httptest.Server
-	healthy     atomic.Bool
-	mu          sync.Mutex
-	traceparent string // guarded by mu
-	requests    int    // guarded by mu
-}
-
-func newBackend(t *testing.T, healthy bool) *backend {
-	t.Helper()
-	b := &backend{}
-	b.healthy.Store(healthy)
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.mu.Lock()
-		b.traceparent = r.Header.Get("Traceparent")
-		b.requests++
-		b.mu.Unlock()
-		if r.URL.Path == "/healthz" && b.healthy.Load() {
-			_, _ = io.WriteString(w, "ok")
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func (b *backend) lastTraceparent() (string, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.traceparent, b.requests
-}
-
-func (b *backend) port(t *testing.T) int32 {
-	t.Helper()
-	_, p, err := net.SplitHostPort(b.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int32(n)
-}
-
 // httpProbe GETs the backend's path every 100 ms, with thresholds of 1.
-func (b *backend) httpProbe(t *testing.T, path string) *probev1.Probe {
-	t.Helper()
-	return &probev1.Probe{
-		Handler:            &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{Host: "127.0.0.1", Port: b.port(t), Path: path}},
-		PeriodSeconds:      1,
-		PeriodMilliseconds: ptr[int32](-900),
-		FailureThreshold:   1,
-	}
+func httpProbe(b *probedtest.Backend, path string) *probev1.Probe {
+	p := b.Probe(path)
+	p.FailureThreshold = 1
+	return p
 }
 
 // tcpProbe connects to the backend every 100 ms.
-func (b *backend) tcpProbe(t *testing.T) *probev1.Probe {
-	t.Helper()
-	return &probev1.Probe{
-		Handler:            &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: b.port(t)}},
-		PeriodSeconds:      1,
-		PeriodMilliseconds: ptr[int32](-900),
-	}
+func tcpProbe(b *probedtest.Backend) *probev1.Probe {
+	p := b.Probe("")
+	p.Handler = &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: b.Port()}}
+	return p
 }
 
 // waitFor polls GetTarget until cond holds, failing after 10 s.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/telemetry"
 )
@@ -39,9 +40,9 @@ func manualReader() (build func(sdkmetric.Producer) sdkmetric.Reader, reader fun
 
 // runWeb creates a target "web" whose readiness GETs path on b, and
 // waits until it has run n times.
-func runWeb(t *testing.T, c probev1.ProbeServiceClient, b *backend, path string, n uint64) {
+func runWeb(t *testing.T, c probev1.ProbeServiceClient, b *probedtest.Backend, path string, n uint64) {
 	t.Helper()
-	if _, err := c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: &probev1.Target{Name: "web", ReadinessProbe: b.httpProbe(t, path)}}); err != nil {
+	if _, err := c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: &probev1.Target{Name: "web", ReadinessProbe: httpProbe(b, path)}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, c, "web", func(tg *probev1.Target) bool { return tg.GetStatus().GetReadiness().GetProbesTotal() >= n })
@@ -53,7 +54,7 @@ func TestMetricsThroughAReader(t *testing.T) {
 	build, reader := manualReader()
 	tel := newTelemetry(t, telemetry.Config{Reader: build})
 	s := startProbed(t, tel)
-	runWeb(t, probev1.NewProbeServiceClient(s.Conn), newBackend(t, true), "/healthz", 3)
+	runWeb(t, probev1.NewProbeServiceClient(s.Conn), probedtest.NewBackend(t, true), "/healthz", 3)
 
 	var rm metricdata.ResourceMetrics
 	if err := reader().Collect(t.Context(), &rm); err != nil {
@@ -133,9 +134,9 @@ func TestProbeSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tel := newTelemetry(t, telemetry.Config{TraceRatio: 1, SpanProcessors: []sdktrace.SpanProcessor{rec}})
 	s := startProbed(t, tel)
-	b := newBackend(t, false)
+	b := probedtest.NewBackend(t, false)
 	runWeb(t, probev1.NewProbeServiceClient(s.Conn), b, "/healthz", 2)
-	b.healthy.Store(true)
+	b.SetHealthy(true)
 	waitFor(t, probev1.NewProbeServiceClient(s.Conn), "web", func(tg *probev1.Target) bool { return tg.GetStatus().GetReady() })
 
 	var failed, passed sdktrace.ReadOnlySpan
@@ -182,7 +183,7 @@ func TestNoProbeSpansWithRatioZero(t *testing.T) {
 		t.Error("ProbeStarted returned a new context with tracing off")
 	}
 	s := startProbed(t, tel)
-	runWeb(t, probev1.NewProbeServiceClient(s.Conn), newBackend(t, true), "/healthz", 3)
+	runWeb(t, probev1.NewProbeServiceClient(s.Conn), probedtest.NewBackend(t, true), "/healthz", 3)
 	if n := len(probeSpans(rec)); n != 0 {
 		t.Errorf("%d probe spans with ratio 0, want none", n)
 	}
@@ -211,9 +212,9 @@ func TestTracePropagation(t *testing.T) {
 				t.Errorf("Inject() = nil: %v, want a function: %v", tel.Inject() == nil, tt.propagate)
 			}
 			s := startProbed(t, tel)
-			b := newBackend(t, true)
+			b := probedtest.NewBackend(t, true)
 			runWeb(t, probev1.NewProbeServiceClient(s.Conn), b, "/healthz", 2)
-			got, n := b.lastTraceparent()
+			n, got := b.Requests("Traceparent")
 			if n == 0 {
 				t.Fatal("the backend saw no request")
 			}
@@ -302,7 +303,7 @@ func TestOTLPExport(t *testing.T) {
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "3600000") // only Shutdown exports
 	tel := newTelemetry(t, telemetry.Config{TraceRatio: 1})
 	s := startProbed(t, tel)
-	runWeb(t, probev1.NewProbeServiceClient(s.Conn), newBackend(t, true), "/healthz", 2)
+	runWeb(t, probev1.NewProbeServiceClient(s.Conn), probedtest.NewBackend(t, true), "/healthz", 2)
 	s.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/telemetry"
 )
@@ -23,7 +24,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	metrics := httptest.NewServer(tel.Handler())
 	t.Cleanup(metrics.Close)
 	c := probev1.NewProbeServiceClient(s.Conn)
-	b := newBackend(t, true)
+	b := probedtest.NewBackend(t, true)
 
 	watchCtx, stopWatch := context.WithCancel(t.Context())
 	defer stopWatch()
@@ -37,15 +38,15 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	web := &probev1.Target{
 		Name:           "web",
-		StartupProbe:   b.tcpProbe(t),
-		LivenessProbe:  b.httpProbe(t, "/healthz"),
-		ReadinessProbe: b.httpProbe(t, "/healthz"),
+		StartupProbe:   tcpProbe(b),
+		LivenessProbe:  httpProbe(b, "/healthz"),
+		ReadinessProbe: httpProbe(b, "/healthz"),
 	}
 	if _, err := c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: web}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, c, "web", func(tg *probev1.Target) bool { return tg.GetStatus().GetReady() })
-	b.healthy.Store(false)
+	b.SetHealthy(false)
 	waitFor(t, c, "web", func(tg *probev1.Target) bool {
 		return !tg.GetStatus().GetReady() && tg.GetStatus().GetReadiness().GetProbesTotal() >= 3
 	})
@@ -167,8 +168,8 @@ func TestTargetLabel(t *testing.T) {
 	metrics := httptest.NewServer(tel.Handler())
 	t.Cleanup(metrics.Close)
 	c := probev1.NewProbeServiceClient(s.Conn)
-	b := newBackend(t, true)
-	if _, err := c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: &probev1.Target{Name: "web", ReadinessProbe: b.httpProbe(t, "/healthz")}}); err != nil {
+	b := probedtest.NewBackend(t, true)
+	if _, err := c.CreateTarget(t.Context(), &probev1.CreateTargetRequest{Target: &probev1.Target{Name: "web", ReadinessProbe: httpProbe(b, "/healthz")}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, c, "web", func(tg *probev1.Target) bool { return tg.GetStatus().GetReady() })

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -17,8 +18,8 @@ func TestGetCommand(t *testing.T) {
 	t.Parallel()
 	s, c := server(t)
 	ctx := t.Context()
-	b := newBackend(t, true)
-	mustCreate(t, c, b.readiness(t, "web"))
+	b := probedtest.NewBackend(t, true)
+	mustCreate(t, c, b.Readiness("web"))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	want, err := c.WaitReady(wctx, "web")

@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -52,52 +48,6 @@ func mustCreate(t *testing.T, c *client.Client, tg *probev1.Target) *probev1.Tar
 		t.Fatalf("Create %s: %v", tg.GetName(), err)
 	}
 	return got
-}
-
-// backend is an HTTP server whose /healthz answers 200 or 503.
-type backend struct {
-	srv     *httptest.Server
-	healthy atomic.Bool
-}
-
-func newBackend(t *testing.T, healthy bool) *backend {
-	t.Helper()
-	b := &backend{}
-	b.healthy.Store(healthy)
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" && b.healthy.Load() {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-// readiness returns a target whose readiness probe GETs the backend's
-// /healthz every 100 ms.
-func (b *backend) readiness(t *testing.T, name string) *probev1.Target {
-	t.Helper()
-	_, p, err := net.SplitHostPort(b.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := int32(-900)
-	return &probev1.Target{
-		Name: name,
-		ReadinessProbe: &probev1.Probe{
-			Handler: &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{
-				Host: "127.0.0.1", Port: int32(port), Path: "/healthz",
-			}},
-			PeriodSeconds:      1,
-			PeriodMilliseconds: &ms,
-		},
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.

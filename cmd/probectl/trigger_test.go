@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -12,8 +13,8 @@ func TestTriggerCommand(t *testing.T) {
 	t.Parallel()
 	s, c := server(t)
 	ctx := t.Context()
-	b := newBackend(t, false)
-	mustCreate(t, c, b.readiness(t, "web"))
+	b := probedtest.NewBackend(t, false)
+	mustCreate(t, c, b.Readiness("web"))
 
 	r := probectl(ctx, s.Addr, "", "trigger", "web", "--probe", "readiness")
 	if r.code != 0 {
@@ -30,7 +31,7 @@ func TestTriggerCommand(t *testing.T) {
 		t.Errorf("row = %v, want readiness failure", rows[1])
 	}
 
-	b.healthy.Store(true)
+	b.SetHealthy(true)
 	r = probectl(ctx, s.Addr, "", "-o", "json", "trigger", "web", "--probe", "READINESS")
 	var resp probev1.TriggerProbeResponse
 	if r.code != 0 || unmarshalJSON(r.out, &resp) != nil {

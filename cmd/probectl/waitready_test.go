@@ -3,17 +3,19 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/probed/probed/internal/probedtest"
 )
 
 func TestWaitReadyCommand(t *testing.T) {
 	t.Parallel()
 	s, c := server(t)
 	ctx := t.Context()
-	never := newBackend(t, false)
-	mustCreate(t, c, never.readiness(t, "never"))
-	soon := newBackend(t, false)
-	mustCreate(t, c, soon.readiness(t, "soon"))
-	time.AfterFunc(200*time.Millisecond, func() { soon.healthy.Store(true) })
+	never := probedtest.NewBackend(t, false)
+	mustCreate(t, c, never.Readiness("never"))
+	soon := probedtest.NewBackend(t, false)
+	mustCreate(t, c, soon.Readiness("soon"))
+	time.AfterFunc(200*time.Millisecond, func() { soon.SetHealthy(true) })
 
 	tests := []struct {
 		name     string
