@@ -160,21 +160,14 @@ func percentiles(ds []time.Duration) latency {
 
 // runColdStart is the coldstart subcommand.
 func runColdStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("coldstart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs, asJSON := commandFlags("coldstart", stderr, "also print the result as one JSON object on the last line",
+		"Runs a real probed (a child process). Each run registers a target with a",
+		"Knative-style readiness probe (GET /healthz, K-Network-Probe: queue), starts a pod",
+		"listening after --start-delay plus a random fraction of the period, and measures",
+		"when the ready event reaches a Watch client: after the pod's first 200 answer",
+		"(detect) and after the pod started listening (cold start). Runs alternate periods.")
 	var cfg coldConfig
 	cfg.register(fs)
-	asJSON := fs.Bool("json", false, "also print the result as one JSON object on the last line")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: probed-bench coldstart [flags]")
-		fmt.Fprintln(stderr, "\nRuns a real probed (a child process). Each run registers a target with a")
-		fmt.Fprintln(stderr, "Knative-style readiness probe (GET /healthz, K-Network-Probe: queue), starts a pod")
-		fmt.Fprintln(stderr, "listening after --start-delay plus a random fraction of the period, and measures")
-		fmt.Fprintln(stderr, "when the ready event reaches a Watch client: after the pod's first 200 answer")
-		fmt.Fprintln(stderr, "(detect) and after the pod started listening (cold start). Runs alternate periods.")
-		fmt.Fprintln(stderr, "\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -187,11 +180,8 @@ func runColdStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin == "" {
-		fmt.Fprintf(stderr, "coldstart: building %s\n", probedPackage)
-		if cfg.probedBin, err = buildProbed(ctx, dir, stderr); err != nil {
-			return err
-		}
+	if cfg.probedBin, err = probedBinary(ctx, "coldstart", cfg.probedBin, dir, stderr); err != nil {
+		return err
 	}
 	periods := cfg.periods()
 	dataDir := filepath.Join(dir, "data")

@@ -173,20 +173,13 @@ func newE2EReport(n int, period time.Duration, keep, kubelet, floor e2eResult) e
 
 // runE2E is the e2e subcommand.
 func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs, asJSON := commandFlags("e2e", stderr, "also print the result as JSON on the last line (an object, or an array with several --targets)",
+		"Starts N loopback HTTP targets (a child process) and a real probed (another",
+		"child), registers the targets over gRPC and measures the server's CPU per probe",
+		"with keep-alive (probed's default) and with a new connection per probe (kubelet",
+		"style), then a bare net/http client loop over the same targets (the floor).")
 	var cfg e2eConfig
 	cfg.register(fs)
-	asJSON := fs.Bool("json", false, "also print the result as JSON on the last line (an object, or an array with several --targets)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: probed-bench e2e [flags]")
-		fmt.Fprintln(stderr, "\nStarts N loopback HTTP targets (a child process) and a real probed (another")
-		fmt.Fprintln(stderr, "child), registers the targets over gRPC and measures the server's CPU per probe")
-		fmt.Fprintln(stderr, "with keep-alive (probed's default) and with a new connection per probe (kubelet")
-		fmt.Fprintln(stderr, "style), then a bare net/http client loop over the same targets (the floor).")
-		fmt.Fprintln(stderr, "\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -199,11 +192,8 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin == "" {
-		fmt.Fprintf(stderr, "e2e: building %s\n", probedPackage)
-		if cfg.probedBin, err = buildProbed(ctx, dir, stderr); err != nil {
-			return err
-		}
+	if cfg.probedBin, err = probedBinary(ctx, "e2e", cfg.probedBin, dir, stderr); err != nil {
+		return err
 	}
 	targets, err := startTargets(ctx, cfg.targets[len(cfg.targets)-1], stderr)
 	if err != nil {

@@ -169,7 +169,7 @@ var probedBin = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return buildProbed(context.Background(), dir, io.Discard)
+	return probedBinary(context.Background(), "test", "", dir, io.Discard)
 })
 
 // TestTinyRuns runs both benchmarks for real, tiny, and checks the shape

@@ -97,6 +97,24 @@ func usage(w io.Writer) {
 
 // parseFlags parses args into fs, turning a parse error into errUsage (the
 // flag package has already printed it).
+// commandFlags returns the flag set of subcommand name, whose usage prints
+// about (one line each) and the flags, with the --json flag every command
+// has (jsonHelp says what it prints).
+func commandFlags(name string, stderr io.Writer, jsonHelp string, about ...string) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, jsonHelp)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: probed-bench %s [flags]\n\n", name)
+		for _, line := range about {
+			fmt.Fprintln(stderr, line)
+		}
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	return fs, asJSON
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

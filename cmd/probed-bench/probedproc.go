@@ -23,10 +23,15 @@ import (
 // probedPackage is the import path of the server the benchmarks build.
 const probedPackage = "github.com/probed/probed/cmd/probed"
 
-// buildProbed builds probed into dir with the go command found in PATH
-// and returns the binary's path. It must run inside the module.
-func buildProbed(ctx context.Context, dir string, stderr io.Writer) (string, error) {
-	bin := filepath.Join(dir, "probed")
+// probedBinary returns bin, or when it is empty a probed built into dir
+// with the go command found in PATH (which must run inside the module);
+// command names the subcommand in the progress line.
+func probedBinary(ctx context.Context, command, bin, dir string, stderr io.Writer) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	fmt.Fprintf(stderr, "%s: building %s\n", command, probedPackage)
+	bin = filepath.Join(dir, "probed")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, probedPackage)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Run(); err != nil {

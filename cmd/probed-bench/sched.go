@@ -106,18 +106,11 @@ func ratio(a, b float64) float64 {
 // one after the other, and prints a table (and with --json, one JSON object
 // on the last line).
 func runSched(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sched", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs, asJSON := commandFlags("sched", stderr, "also print the result as one JSON object on the last line",
+		"Runs the timer wheel and the kubelet model (one goroutine + one time.Ticker per",
+		"probe), each in its own child process, over the same no-op probe.")
 	var cfg schedConfig
 	cfg.register(fs)
-	asJSON := fs.Bool("json", false, "also print the result as one JSON object on the last line")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: probed-bench sched [flags]")
-		fmt.Fprintln(stderr, "\nRuns the timer wheel and the kubelet model (one goroutine + one time.Ticker per")
-		fmt.Fprintln(stderr, "probe), each in its own child process, over the same no-op probe.")
-		fmt.Fprintln(stderr, "\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
