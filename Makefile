@@ -23,10 +23,11 @@ checkgenerate: generate ## Fail if the committed generated code differs from a f
 		git status --porcelain -- proto/; git diff --stat -- proto/; \
 		echo "generated code is out of date: run 'make generate' and commit"; exit 1; fi
 
-lint: ## buf lint and format, gofmt, go vet, golangci-lint.
+lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint.
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 	@out="$$(gofmt -l $(GOFILES))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(TOOL) golangci-lint run ./...
 
