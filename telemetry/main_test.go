@@ -25,7 +25,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func ptr[T any](v T) *T { return &v }
 
 // newTelemetry builds a Telemetry shut down when the test ends (after
 // anything started later, such as a probed).
