@@ -25,7 +25,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-
 // newTelemetry builds a Telemetry shut down when the test ends (after
 // anything started later, such as a probed).
 func newTelemetry(t *testing.T, cfg telemetry.Config) *telemetry.Telemetry {
