@@ -172,6 +172,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
 	e.drains.init()
+	start := e.clock.Now()
 	stored, err := opts.Store.Load(ctx)
 	if err != nil {
 		return nil, err
@@ -180,6 +181,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	for _, t := range stored.Targets {
 		e.restore(t)
 	}
+	e.log.Info("state restored", "targets", len(stored.Targets), "events", len(stored.Events),
+		"revision", stored.Revision, "took", e.clock.Since(start))
 	return e, nil
 }
 
