@@ -20,47 +20,6 @@ import (
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
-func TestParseTelemetryFlags(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
-		{name: "defaults"},
-		{name: "all set", args: []string{"--metrics-addr=:9999", "--metrics-target-label", "--trace-ratio=0.5", "--trace-propagate"}},
-		{name: "metrics off", args: []string{"--metrics-addr="}},
-		{name: "ratio above 1", args: []string{"--trace-ratio=1.5"}, wantErr: "--trace-ratio"},
-		{name: "negative ratio", args: []string{"--trace-ratio=-0.1"}, wantErr: "--trace-ratio"},
-		{name: "address without port", args: []string{"--metrics-addr=localhost"}, wantErr: "--metrics-addr"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := parseFlags(tt.args, io.Discard)
-			if tt.wantErr == "" {
-				if err != nil || cfg == nil {
-					t.Fatalf("parseFlags(%v) = %v", tt.args, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("parseFlags(%v) error = %v, want it to contain %q", tt.args, err, tt.wantErr)
-			}
-		})
-	}
-	cfg, err := parseFlags(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.telemetry.metricsAddr; got != "127.0.0.1:9464" {
-		t.Errorf("default --metrics-addr %q, want 127.0.0.1:9464", got)
-	}
-}
-
-// TestMetricsEndpoint runs the real server with --metrics-addr
-// 127.0.0.1:0 and --trace-propagate, registers a target probing an HTTP
-// backend over the API, and scrapes /metrics over HTTP.
 func TestMetricsEndpoint(t *testing.T) {
 	var traceparent atomic.Value // string
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
