@@ -53,7 +53,6 @@ const (
 	ReasonTerminating = "Terminating"
 	ReasonReset       = "Reset"
 	ReasonUpdated     = "Updated"
-	ReasonRestored    = "Restored"
 )
 
 // Event is one change the engine published. Events are immutable once
