@@ -21,6 +21,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/refused"
 )
 
 // countingListener counts the connections it accepts.
@@ -109,7 +110,7 @@ func TestGRPC(t *testing.T) {
 			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "deadline", contains: true,
 		},
 		{
-			name: "closed port", g: &probe.GRPC{Host: "127.0.0.1", Port: closedPort(t)},
+			name: "closed port", g: &probe.GRPC{Host: "127.0.0.1", Port: refused.Port(t)},
 			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "connection refused", contains: true,
 		},
 		{

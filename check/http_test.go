@@ -15,6 +15,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/refused"
 )
 
 const timeout = 5 * time.Second // generous: a check that should not time out
@@ -470,7 +471,7 @@ func TestHTTPTransportFailures(t *testing.T) {
 	})
 	t.Run("closed port", func(t *testing.T) {
 		t.Parallel()
-		c := open(t, check.Options{}, probe.Handler{HTTPGet: &probe.HTTPGet{Host: "127.0.0.1", Port: closedPort(t)}})
+		c := open(t, check.Options{}, probe.Handler{HTTPGet: &probe.HTTPGet{Host: "127.0.0.1", Port: refused.Port(t)}})
 		wantOutcome(t, run(t, c, timeout), probe.Failure, "connection refused", true)
 	})
 	t.Run("policy denies the resolved address", func(t *testing.T) {

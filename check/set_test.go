@@ -165,19 +165,6 @@ func serverHostPort(t *testing.T, s *httptest.Server) (string, int32) {
 	return hostPort(t, s.URL)
 }
 
-// closedPort returns a loopback port nothing listens on (it was just
-// released).
-func closedPort(t *testing.T) int32 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port := hostPort(t, l.Addr().String())
-	l.Close()
-	return port
-}
-
 // hangingListener accepts connections and never answers; they are closed
 // when the test ends.
 func hangingListener(t *testing.T) (string, int32) {

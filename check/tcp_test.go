@@ -7,6 +7,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/refused"
 )
 
 // loopback denies every loopback address.
@@ -38,7 +39,7 @@ func TestTCP(t *testing.T) {
 		contains bool
 	}{
 		{name: "listening", sock: probe.TCPSocket{Host: host, Port: port}, want: probe.Success},
-		{name: "closed port", sock: probe.TCPSocket{Host: "127.0.0.1", Port: closedPort(t)}, want: probe.Failure, wantMsg: "connection refused", contains: true},
+		{name: "closed port", sock: probe.TCPSocket{Host: "127.0.0.1", Port: refused.Port(t)}, want: probe.Failure, wantMsg: "connection refused", contains: true},
 		{
 			name:    "policy denies the address",
 			opts:    check.Options{Policy: &check.Policy{Deny: loopback}},

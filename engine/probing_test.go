@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/refused"
 )
 
 func TestStartupGatesLivenessAndReadiness(t *testing.T) {
@@ -134,12 +134,7 @@ func TestTimeoutIsAFailureThatSaysSo(t *testing.T) {
 
 func TestClosedPortFails(t *testing.T) {
 	h := newHarness(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := int32(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := refused.Port(t)
 	p := &probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}}, PeriodSeconds: 1, FailureThreshold: 1}
 	h.create(&target.Spec{Name: "gone", LivenessProbe: p})
 	ev := h.next(engine.KindTransition)

@@ -23,6 +23,7 @@ import (
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -90,9 +91,6 @@ func TestEveryCheckerOverTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tcp.Close()
-	closed, _ := net.Listen("tcp", "127.0.0.1:0")
-	closedAddr := closed.Addr().String()
-	closed.Close()
 	g := grpc.NewServer()
 	hs := health.NewServer()
 	hs.SetServingStatus("up", healthpb.HealthCheckResponse_SERVING)
@@ -105,7 +103,7 @@ func TestEveryCheckerOverTheAPI(t *testing.T) {
 	okHost, okPort := hostPort(t, ok.Listener.Addr().String())
 	hangHost, hangPort := hostPort(t, hang.Listener.Addr().String())
 	tcpHost, tcpPort := hostPort(t, tcp.Addr().String())
-	closedHost, closedPort := hostPort(t, closedAddr)
+	closedHost, closedPort := "127.0.0.1", refused.Port(t)
 	gHost, gPort := hostPort(t, gl.Addr().String())
 
 	with := func(p *probev1.Probe, set func(*probev1.Probe)) *probev1.Probe { set(p); return p }
