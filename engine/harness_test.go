@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ type harness struct {
 	events chan engine.Event
 	// hanging counts requests held by hanging backends right now.
 	hanging atomic.Int64
+	// watching tracks the goroutine that feeds events; stop waits for it.
+	watching sync.WaitGroup
 }
 
 func newHarness(t *testing.T, mod ...func(*engine.Options)) *harness {
@@ -64,14 +67,18 @@ func (h *harness) start() {
 		cancel()
 		h.t.Fatalf("Open: %v", err)
 	}
-	h.eng, h.cancel, h.done = eng, cancel, make(chan error, 1)
-	go func() { h.done <- eng.Run(ctx) }()
+	// The goroutines below use locals, never h's fields: a restart
+	// replaces those while the previous goroutines are still finishing.
+	done, events := make(chan error, 1), make(chan engine.Event, 1<<16)
+	h.eng, h.cancel, h.done, h.events = eng, cancel, done, events
+	go func() { done <- eng.Run(ctx) }()
 	w, err := eng.Watch(ctx, engine.WatchOptions{Since: eng.Revision() + 1, Buffer: 1 << 20})
 	if err != nil {
 		h.t.Fatalf("Watch: %v", err)
 	}
-	h.events = make(chan engine.Event, 1<<16)
+	h.watching.Add(1)
 	go func() {
+		defer h.watching.Done()
 		defer w.Close()
 		for {
 			b, err := w.Next(ctx)
@@ -79,7 +86,11 @@ func (h *harness) start() {
 				return
 			}
 			for _, ev := range b.Events {
-				h.events <- ev
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}()
@@ -100,6 +111,7 @@ func (h *harness) stop() {
 	case <-time.After(10 * time.Second):
 		h.t.Errorf("Run did not return within 10s of cancel")
 	}
+	h.watching.Wait()
 	h.cancel = nil
 }
 

@@ -295,8 +295,9 @@ func (p *crashProcess) startAsync() {
 		p.t.Fatal(err)
 	}
 	p.cmd = cmd
-	p.exited = make(chan error, 1)
-	go func() { p.exited <- cmd.Wait() }()
+	exited := make(chan error, 1) // a local: the next start replaces p.exited
+	p.exited = exited
+	go func() { exited <- cmd.Wait() }()
 }
 
 // start starts the child and returns how long it took to serve.
