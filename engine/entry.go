@@ -112,22 +112,29 @@ func (e *Engine) drainLoop(ctx context.Context) {
 	}
 }
 
-// compactLoop trims the store's history to what memory retains.
+// compactLoop trims the store's history to what memory retains: once at
+// start, so that a process restarting faster than the interval (a crash
+// loop) still trims what its predecessors left, and then every interval.
 func (e *Engine) compactLoop(ctx context.Context) {
 	const every = 10 * time.Second
-	const minDropped = 1024
 	t := e.clock.NewTicker(every)
 	defer t.Stop()
 	for {
+		e.compactIfDue(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
 		}
-		if before, ok := e.feed.compactionDue(minDropped); ok {
-			if err := e.opts.Store.Compact(ctx, before); err != nil && ctx.Err() == nil {
-				e.log.Error("compacting history", "before", before, "err", err)
-			}
+	}
+}
+
+// compactIfDue compacts the store when enough events have left memory.
+func (e *Engine) compactIfDue(ctx context.Context) {
+	const minDropped = 1024
+	if before, ok := e.feed.compactionDue(minDropped); ok {
+		if err := e.opts.Store.Compact(ctx, before); err != nil && ctx.Err() == nil {
+			e.log.Error("compacting history", "before", before, "err", err)
 		}
 	}
 }
