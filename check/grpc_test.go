@@ -154,23 +154,13 @@ func TestGRPCConnectionReused(t *testing.T) {
 
 func TestGRPCRecovers(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	host, port := hostPort(t, addr)
-	c := open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}})
+	reserved := refused.Reserve(t)
+	c := open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: "127.0.0.1", Port: reserved.Port}})
 	wantOutcome(t, run(t, c, 200*time.Millisecond), probe.Failure, "connection refused", true)
 
 	// The channel now backs off for about a second; a check must not wait
 	// for that once the target is back.
-	l, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("cannot listen on %s again: %v", addr, err)
-	}
-	grpcServer(t, l, true)
+	grpcServer(t, reserved.Listen(t), true)
 	wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
 }
 
