@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -74,7 +75,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("go build ./cmd/probed: %v\n%s", err, out)
 	}
 	// Fixed ports, so that the restarted probed is where the page is.
-	p := &probedProcess{t: t, bin: bin, dataDir: t.TempDir(), addr: freeAddr(t), uiAddr: freeAddr(t)}
+	p := &probedProcess{t: t, bin: bin, dataDir: t.TempDir(), addr: refused.Reserve(t).Addr(), uiAddr: refused.Reserve(t).Addr()}
 	p.start(ctx)
 	defer p.stop()
 
@@ -83,7 +84,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	targetPort := freePort(t)
+	targetPort := int(refused.Reserve(t).Port)
 	targets := e2eTargets(p.addr, backendPort, targetPort)
 	for _, tg := range targets {
 		create(ctx, t, c, tg)
@@ -344,19 +345,4 @@ func (l *logLines) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return "127.0.0.1:" + strconv.Itoa(freePort(t))
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/store/bolt"
 )
@@ -100,7 +101,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	bin := buildProbed(t)
 	dir := t.TempDir()
-	p := &crashProcess{t: t, bin: bin, args: crashChildArgs(t, crashFreeAddr(t), dir)}
+	p := &crashProcess{t: t, bin: bin, args: crashChildArgs(t, refused.Reserve(t).Addr(), dir)}
 	defer p.kill()
 	if _, err := p.start(); err != nil {
 		t.Fatal(err)
@@ -225,21 +226,6 @@ var crashReconnect = grpc.WithConnectParams(grpc.ConnectParams{
 	MinConnectTimeout: time.Second,
 })
 
-// crashFreeAddr returns a loopback address with a port free now, for a server
-// that must come back on the same address after each restart.
-func crashFreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // crashSeen is the last revision anyone saw: delivered to a watcher or
 // returned by an acknowledged call.
 func crashSeen(watchers []*crashWatcher, churn *crashChurner) uint64 {
@@ -309,6 +295,7 @@ func (p *crashProcess) start() (time.Duration, error) {
 	case <-p.serving:
 		return time.Since(began), nil
 	case err := <-p.exited:
+		p.cmd = nil // waited for: kill has nothing to do
 		p.cmd = nil
 		return 0, fmt.Errorf("probed exited before serving: %w\n%s", err, p.stderr.String())
 	case <-time.After(60 * time.Second):

@@ -16,6 +16,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/store/bolt"
 )
@@ -97,7 +98,7 @@ func TestProbedExitsOnAGarbageDataFile(t *testing.T) {
 	if err := os.WriteFile(path, garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := crashFreeAddr(t)
+	addr := refused.Reserve(t).Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args := crashChildArgs(t, addr, dir)

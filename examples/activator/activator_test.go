@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,6 +20,7 @@ import (
 	"github.com/probed/probed/examples/activator/pod"
 	"github.com/probed/probed/examples/activator/proxy"
 	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/refused"
 )
 
 func TestMain(m *testing.M) {
@@ -77,27 +76,6 @@ func (e *env) get(t *testing.T, ctx context.Context, host, path string) (int, st
 	return resp.StatusCode, string(body), err
 }
 
-// freeAddr returns a loopback address nobody listens on (yet), for a pod
-// that listens later. Its port is below Linux's ephemeral range
-// (32768-60999), so that no outgoing connection of a busy machine takes it
-// in the meantime.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err != nil {
-			continue
-		}
-		addr := lis.Addr().String()
-		if err := lis.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return addr
-	}
-	t.Fatal("no free port from 20000 to 31999")
-	return ""
-}
-
 // runPod runs p until the returned stop is called (also at the test's
 // end).
 func runPod(t *testing.T, p *pod.Pod) (stop func()) {
@@ -122,7 +100,7 @@ func TestColdStart(t *testing.T) {
 		requests = 20
 		delay    = 500 * time.Millisecond
 	)
-	addr := freeAddr(t)
+	addr := refused.Reserve(t).Addr()
 	e := start(t, []proxy.Backend{{Name: "hello", Addr: addr}}, proxy.Options{})
 	p := pod.New(pod.Options{Addr: addr, Name: "hello", Delay: delay})
 
@@ -294,7 +272,7 @@ func TestReadinessLost(t *testing.T) {
 // target deleted (drained); when it comes back, the next request
 // registers it again and is held until it is ready.
 func TestBackendGone(t *testing.T) {
-	addr := freeAddr(t)
+	addr := refused.Reserve(t).Addr()
 	e := start(t, []proxy.Backend{{Name: "gone", Addr: addr}}, proxy.Options{})
 	stop := runPod(t, pod.New(pod.Options{Addr: addr}))
 	if status, _, err := e.get(t, t.Context(), "gone", "/"); err != nil || status != http.StatusOK {
@@ -319,7 +297,7 @@ func TestBackendGone(t *testing.T) {
 }
 
 func TestHoldTimeout(t *testing.T) {
-	e := start(t, []proxy.Backend{{Name: "never", Addr: freeAddr(t)}}, proxy.Options{HoldTimeout: 300 * time.Millisecond})
+	e := start(t, []proxy.Backend{{Name: "never", Addr: refused.Reserve(t).Addr()}}, proxy.Options{HoldTimeout: 300 * time.Millisecond})
 	status, body, err := e.get(t, t.Context(), "never", "/")
 	if err != nil || status != http.StatusServiceUnavailable {
 		t.Fatalf("got (%d, %q, %v), want 503", status, body, err)

@@ -24,31 +24,38 @@ func TestPortRefuses(t *testing.T) {
 	}
 }
 
-func TestReservedListens(t *testing.T) {
+func TestReservedListensAgainAndAgain(t *testing.T) {
 	t.Parallel()
 	r := refused.Reserve(t)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Port)))
-	if _, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := net.Dial("tcp", r.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial before Listen = %v, want connection refused", err)
 	}
-	l := r.Listen(t)
-	if got := l.Addr().String(); got != addr {
-		t.Fatalf("listener on %s, want %s", got, addr)
-	}
-	accepted := make(chan error, 1)
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			c.Close()
+	// A server restarted on the same address: each listener takes the
+	// port, and between them it refuses again.
+	for i := range 3 {
+		l := r.Listen(t)
+		if got := l.Addr().String(); got != r.Addr() {
+			t.Fatalf("listener on %s, want %s", got, r.Addr())
 		}
-		accepted <- err
-	}()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dial after Listen: %v", err)
-	}
-	c.Close()
-	if err := <-accepted; err != nil {
-		t.Fatalf("Accept: %v", err)
+		accepted := make(chan error, 1)
+		go func() {
+			c, err := l.Accept()
+			if err == nil {
+				c.Close()
+			}
+			accepted <- err
+		}()
+		c, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatalf("listener %d: dial: %v", i, err)
+		}
+		c.Close()
+		if err := <-accepted; err != nil {
+			t.Fatalf("listener %d: Accept: %v", i, err)
+		}
+		l.Close()
+		if _, err := net.Dial("tcp", r.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial after listener %d closed = %v, want connection refused", i, err)
+		}
 	}
 }
