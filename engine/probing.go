@@ -150,6 +150,10 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) <-chan e
 	now := e.clock.Now()
 	ps := &en.status.Probes[r.typ]
 	ps.Result, ps.HasInitialized = next.Result, next.HasInitialized
+	// The published status (events, snapshots, the store) carries the
+	// outcome that caused the change; Get and List add the live figures.
+	ps.ConsecutiveSuccesses, ps.ConsecutiveFailures = next.ConsecutiveSuccesses(), next.ConsecutiveFailures()
+	ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
 	ev := Event{
 		Kind:        KindInitialized,
 		Probe:       r.typ,

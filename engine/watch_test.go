@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 )
 
@@ -291,4 +292,35 @@ func TestMaxWatchers(t *testing.T) {
 	}
 	w.Close()
 	open[1].Close()
+}
+
+// TestSnapshotStatusCarriesTheTransitionsOutcome: a snapshot taken after
+// a transition shows the probe outcome that caused it (message, probe
+// time, counts), as the transition event did, not the status from before.
+func TestSnapshotStatusCarriesTheTransitionsOutcome(t *testing.T) {
+	h := newHarness(t)
+	b := h.newBackend(200)
+	live := b.probe(1, 0)
+	live.FailureThreshold = 1
+	h.create(&target.Spec{Name: "a", LivenessProbe: live})
+	b.set(503)
+	h.advance(time.Second, 100*time.Millisecond)
+	tr := h.next(engine.KindTransition)
+	if tr.To != probe.Failure || tr.Message == "" {
+		t.Fatalf("transition %+v, want to Failure with a message", tr)
+	}
+	w, err := h.eng.Watch(context.Background(), engine.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	batch, err := w.Next(context.Background())
+	if err != nil || !batch.SnapshotComplete || len(batch.Events) != 1 {
+		t.Fatalf("snapshot = %+v, %v; want the one target", batch, err)
+	}
+	ps := batch.Events[0].Target.Status.Probes[probe.Liveness]
+	if ps.Result != probe.Failure || ps.LastMessage != tr.Message || !ps.LastProbeTime.Equal(tr.Time) ||
+		ps.ConsecutiveFailures != 1 || ps.ProbesTotal != 2 {
+		t.Errorf("snapshot liveness status %+v, want the failure of %s: %q, 1 consecutive failure, 2 probes", ps, tr.Time, tr.Message)
+	}
 }

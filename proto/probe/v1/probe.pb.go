@@ -1326,7 +1326,10 @@ func (x *TargetStatus) GetDeleteTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ProbeStatus is the state of one probe.
+// ProbeStatus is the state of one probe. GetTarget, ListTargets and the
+// write calls return it current; in Watch events and snapshots the counts
+// and last_* fields are those of the probe run that caused the last event
+// about the target (probes run between events publish nothing).
 type ProbeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Published result; changes only when a threshold is reached.
