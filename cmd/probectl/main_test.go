@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -105,12 +107,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close() // nothing listens there now
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(refused.Port(t)))) // nothing listens there
 	r := probectl(t.Context(), addr, "", "get", "x")
 	if r.code != 1 || !strings.HasPrefix(r.err, "Error: cannot reach probed: ") {
 		t.Errorf("got code %d, stderr %q; want 1 and a cannot-reach message", r.code, r.err)

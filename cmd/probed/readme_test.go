@@ -17,19 +17,24 @@ func startServer(t *testing.T, cfg *config) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, func(a net.Addr) { addr <- a }) }()
+	done := make(chan struct{}) // closed when serve has returned serveErr
+	var serveErr error
+	go func() {
+		defer close(done)
+		serveErr = serve(ctx, cfg, func(a net.Addr) { addr <- a })
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		<-done
+		if serveErr != nil {
+			t.Errorf("serve: %v", serveErr)
 		}
 	})
 	select {
 	case a := <-addr:
 		return a.String()
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
+	case <-done:
+		t.Fatalf("serve returned before serving: %v", serveErr)
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not start within 30s")
 	}

@@ -3,10 +3,11 @@ package main
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/probed/probed/internal/refused"
 )
 
 func TestUIAddrFlag(t *testing.T) {
@@ -40,12 +41,7 @@ func TestUIAddrFlag(t *testing.T) {
 }
 
 func TestStatusPageServed(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := refused.Reserve(t).Addr()
 	startServer(t, testConfig(t, "--ui-addr", addr))
 
 	resp, err := http.Get("http://" + addr + "/")

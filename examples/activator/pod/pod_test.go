@@ -2,13 +2,13 @@ package pod_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/probed/probed/examples/activator/pod"
+	"github.com/probed/probed/internal/refused"
 )
 
 // get sends one request to h and returns the status and body.
@@ -50,12 +50,7 @@ func TestProbeAndHello(t *testing.T) {
 func TestFlap(t *testing.T) {
 	t.Parallel()
 	const flap = 300 * time.Millisecond
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := refused.Reserve(t).Addr()
 	p := pod.New(pod.Options{Addr: addr, Flap: flap})
 	done := make(chan error, 1)
 	go func() { done <- p.Run(t.Context()) }()
