@@ -59,6 +59,13 @@ type runner struct {
 	running atomic.Bool
 }
 
+// figures copies the counts and the last run's outcome into ps; entry.mu
+// held.
+func (r *runner) figures(ps *ProbeStatus) {
+	ps.ConsecutiveSuccesses, ps.ConsecutiveFailures = r.state.ConsecutiveSuccesses(), r.state.ConsecutiveFailures()
+	ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
+}
+
 // period is the period that applies now: the initial period until the
 // probe has first passed ("fast until ready").
 func (r *runner) period() time.Duration {

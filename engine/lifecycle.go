@@ -222,9 +222,7 @@ func (e *Engine) withLive(t *Target) *Target {
 			continue
 		}
 		ps := &out.Status.Probes[typ]
-		ps.ConsecutiveSuccesses = r.state.ConsecutiveSuccesses()
-		ps.ConsecutiveFailures = r.state.ConsecutiveFailures()
-		ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
+		r.figures(ps)
 		ps.Recent = r.recent.samples()
 	}
 	return &out

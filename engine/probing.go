@@ -152,8 +152,7 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) <-chan e
 	ps.Result, ps.HasInitialized = next.Result, next.HasInitialized
 	// The published status (events, snapshots, the store) carries the
 	// outcome that caused the change; Get and List add the live figures.
-	ps.ConsecutiveSuccesses, ps.ConsecutiveFailures = next.ConsecutiveSuccesses(), next.ConsecutiveFailures()
-	ps.LastProbeTime, ps.LastMessage, ps.LastLatency, ps.ProbesTotal = r.lastProbe, r.lastMessage, r.lastLatency, r.total
+	r.figures(ps)
 	ev := Event{
 		Kind:        KindInitialized,
 		Probe:       r.typ,
