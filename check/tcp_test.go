@@ -3,10 +3,12 @@ package check_test
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -15,21 +17,7 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 
 func TestTCP(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	host, port := hostPort(t, l.Addr().String())
+	host, port := "127.0.0.1", probedtest.Accepting(t)
 	tests := []struct {
 		name     string
 		opts     check.Options
@@ -45,7 +33,7 @@ func TestTCP(t *testing.T) {
 			opts:    check.Options{Policy: &check.Policy{Deny: loopback}},
 			sock:    probe.TCPSocket{Host: host, Port: port},
 			want:    probe.Failure,
-			wantMsg: "dial tcp " + l.Addr().String() + ": address 127.0.0.1 is denied by the target policy (127.0.0.0/8)",
+			wantMsg: "dial tcp " + net.JoinHostPort(host, strconv.Itoa(int(port))) + ": address 127.0.0.1 is denied by the target policy (127.0.0.0/8)",
 		},
 		{
 			name:     "policy allows other addresses only",

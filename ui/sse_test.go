@@ -12,6 +12,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/ui"
 )
 
@@ -58,7 +59,7 @@ func TestEventsSnapshotThenLive(t *testing.T) {
 	t.Parallel()
 	p := newPage(t, pageOptions{})
 	p.create(t, &target.Spec{Name: "a"})
-	b := p.create(t, tcpTarget(t, "b", "127.0.0.1:1"))
+	b := p.create(t, tcpTarget("b", 1))
 	s := p.openStream(t, nil, "")
 
 	targets, m := readSnapshot(t, s, "new stream")
@@ -212,9 +213,9 @@ func TestEventsEndWhenProbedStops(t *testing.T) {
 func TestStatsOnlyForTargetsWhoseProbesRan(t *testing.T) {
 	t.Parallel()
 	p := newPage(t, pageOptions{})
-	addr := listener(t)
-	p.create(t, tcpTarget(t, "a", addr))
-	p.create(t, tcpTarget(t, "b", addr))
+	port := probedtest.Accepting(t)
+	p.create(t, tcpTarget("a", port))
+	p.create(t, tcpTarget("b", port))
 	p.create(t, &target.Spec{Name: "no-probes"})
 	if _, _, err := p.eng.Trigger(t.Context(), "a", probe.Readiness); err != nil {
 		t.Fatal(err)

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/jonboulle/clockwork"
@@ -36,28 +34,10 @@ func statsNames(t *testing.T, msg []byte) map[string]uint64 {
 func TestStatsHub(t *testing.T) {
 	srv := probedtest.Start(t, probedtest.Options{Clock: clockwork.NewFakeClock()})
 	eng := srv.Engine
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	})
-	defer func() {
-		_ = lis.Close()
-		wg.Wait()
-	}()
-	port := lis.Addr().(*net.TCPAddr).Port
+	port := probedtest.Accepting(t)
 	for _, name := range []string{"a", "b"} {
 		_, err := eng.Create(t.Context(), &target.Spec{Name: name, ReadinessProbe: &probe.Spec{
-			Handler:             probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: int32(port)}},
+			Handler:             probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}},
 			InitialDelaySeconds: 3600,
 		}})
 		if err != nil {

@@ -40,7 +40,7 @@ func (p *page) get(t *testing.T, path string, header http.Header) (int, http.Hea
 func TestTargetIsWhatProbectlGetPrints(t *testing.T) {
 	t.Parallel()
 	p := newPage(t, pageOptions{})
-	p.create(t, tcpTarget(t, "web", "127.0.0.1:8080"))
+	p.create(t, tcpTarget("web", 8080))
 
 	code, h, got := p.get(t, "/api/targets/web", nil)
 	if code != http.StatusOK || h.Get("Content-Type") != "application/json" {

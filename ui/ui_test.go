@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,46 +77,12 @@ func (p *page) create(t *testing.T, spec *target.Spec) *engine.Target {
 
 // tcpTarget is a target whose readiness probe connects to addr; it runs
 // only when triggered (the initial delay is an hour of the fake clock).
-func tcpTarget(t *testing.T, name, addr string) *target.Spec {
-	t.Helper()
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
+func tcpTarget(name string, port int32) *target.Spec {
 	return &target.Spec{Name: name, Labels: map[string]string{"app": name}, ReadinessProbe: &probe.Spec{
-		Handler:             probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: int32(p)}},
+		Handler:             probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}},
 		PeriodSeconds:       10,
 		InitialDelaySeconds: 3600,
 	}}
-}
-
-// listener returns the address of a TCP listener that accepts (and
-// closes) connections until the test ends.
-func listener(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	})
-	t.Cleanup(func() {
-		_ = lis.Close()
-		wg.Wait()
-	})
-	return lis.Addr().String()
 }
 
 // sseMsg is one server-sent event as the browser parses it.
