@@ -1,6 +1,7 @@
 package probedtest_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -19,7 +20,7 @@ func TestAcceptingAcceptsAndCloses(t *testing.T) {
 		}
 		// The server closes at once: the read ends with EOF, not a timeout.
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
 			t.Errorf("read = %d, %v; want 0, EOF", n, err)
 		}
 		c.Close()
