@@ -29,7 +29,7 @@ type committer struct {
 }
 
 type pendingChange struct {
-	change *Change
+	change *Change    // nil for a barrier
 	done   chan error // nil when nobody waits
 }
 
@@ -67,6 +67,31 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 	return done, nil
 }
 
+// barrier waits until every change submitted before it is durable and
+// published (or failed), or ctx is done.
+func (c *committer) barrier(ctx context.Context) error {
+	done := make(chan error, 1)
+	c.mu.Lock()
+	if err := c.closed; err != nil {
+		// Stopped: nothing is pending any more; a store failure is the
+		// answer to what was.
+		c.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	c.pending = append(c.pending, pendingChange{done: done})
+	c.mu.Unlock()
+	c.signal()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (c *committer) signal() {
 	select {
 	case c.wake <- struct{}{}:
@@ -74,8 +99,8 @@ func (c *committer) signal() {
 	}
 }
 
-// finish tells the waiters of batch the outcome.
-func finish(batch []pendingChange, err error) {
+// notify tells the waiters of batch the outcome.
+func notify(batch []pendingChange, err error) {
 	for _, p := range batch {
 		if p.done != nil {
 			p.done <- err
@@ -133,9 +158,15 @@ func (c *committer) take() []pendingChange {
 // ownership was lost are dropped (their waiters get the error) and the
 // others are queued again; any other store error is returned.
 func (c *committer) write(ctx context.Context, batch []pendingChange) error {
-	changes := make([]*Change, len(batch))
-	for i, p := range batch {
-		changes[i] = p.change
+	changes := make([]*Change, 0, len(batch))
+	for _, p := range batch {
+		if p.change != nil {
+			changes = append(changes, p.change)
+		}
+	}
+	if len(changes) == 0 { // only barriers
+		notify(batch, nil)
+		return nil
 	}
 	start := c.clock.Now()
 	err := c.store.Commit(ctx, changes)
@@ -149,7 +180,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		c.stats.Commits++
 		c.stats.Changes += uint64(len(changes))
 		c.mu.Unlock()
-		finish(batch, nil)
+		notify(batch, nil)
 		return nil
 	case errors.As(err, &lost):
 		// Nothing was written. Drop the lost targets' changes and write
@@ -161,8 +192,8 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		}
 		var retry []pendingChange
 		for _, p := range batch {
-			if gone[p.change.Name] {
-				finish([]pendingChange{p}, err)
+			if p.change != nil && gone[p.change.Name] {
+				notify([]pendingChange{p}, err)
 			} else {
 				retry = append(retry, p)
 			}
@@ -170,7 +201,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		if len(retry) == len(batch) {
 			// None of the batch was dropped: writing it again would be
 			// refused again, forever.
-			finish(batch, err)
+			notify(batch, err)
 			c.fail(err)
 			return err
 		}
@@ -182,7 +213,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		}
 		return nil
 	default:
-		finish(batch, err)
+		notify(batch, err)
 		c.fail(err)
 		return err
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps what must survive a restart: every target's spec and durable
 // status, the event history and the revision counter. It speaks in
@@ -55,6 +58,12 @@ type Change struct {
 	Delete bool
 	// Event is appended to the history.
 	Event Event
+
+	// becameReady: the change makes the target ready for the first time
+	// since its creation or reset, readyAfter after its start; reported to
+	// Observer.Ready once the change is durable.
+	becameReady bool
+	readyAfter  time.Duration
 }
 
 // SetRevision records the revision Commit assigned to the change: on the

@@ -32,6 +32,7 @@ const (
 	MetricSchedulerFires    = "probed_scheduler_fires_total"
 	MetricSchedulerSkipped  = "probed_scheduler_skipped_total"
 	MetricSchedulerMissed   = "probed_scheduler_missed_total"
+	MetricSchedulerErrors   = "probed_scheduler_errors_total"
 	MetricCheckerPanics     = "probed_checker_panics_total"
 )
 

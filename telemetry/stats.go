@@ -25,6 +25,7 @@ type statsMetrics struct {
 	fires     metric.Int64ObservableCounter
 	skipped   metric.Int64ObservableCounter
 	missed    metric.Int64ObservableCounter
+	errors    metric.Int64ObservableCounter
 	panics    metric.Int64ObservableCounter
 	changes   metric.Int64ObservableCounter
 
@@ -59,6 +60,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.fires = c(MetricSchedulerFires, "Due probes the timer wheel handed out.")
 	sm.skipped = c(MetricSchedulerSkipped, "Due probes not run: reason overlap (the previous run of the probe was still going) or busy (--max-inflight probes were running).")
 	sm.missed = c(MetricSchedulerMissed, "Grid points the timer wheel passed over while it was behind.")
+	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
 	sm.changes = c(MetricStoreChanges, "Changes written to the store (divide by the commit count for the group-commit batch size).")
 	if err != nil {
@@ -84,13 +86,14 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.inflight, s.Inflight)
 		o.ObserveInt64(sm.watchers, int64(s.Watchers))
 		o.ObserveInt64(sm.fires, clampInt64(s.Wheel.Fires))
-		o.ObserveInt64(sm.skipped, clampInt64(s.Wheel.Skipped+s.SkippedOverlap), sm.overlap...)
+		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedOverlap), sm.overlap...)
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedBusy), sm.busy...)
 		o.ObserveInt64(sm.missed, clampInt64(s.Wheel.Missed))
+		o.ObserveInt64(sm.errors, clampInt64(s.ScheduleErrors))
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))
 		o.ObserveInt64(sm.changes, clampInt64(s.Changes))
 		return nil
-	}, sm.targets, sm.scheduled, sm.inflight, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.panics, sm.changes)
+	}, sm.targets, sm.scheduled, sm.inflight, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes)
 }
 
 func clampInt64(v uint64) int64 {
