@@ -3,13 +3,39 @@
 // with Kubernetes' semantics, writes every change durably through a Store
 // before publishing it as an Event, and streams events to watchers.
 //
-// Concurrency: each target has a lock (entry.mu) guarding its spec,
-// decided status and probe state. Changes flow through one committer (group
-// commit) into the store, then into the feed (published view, history and
-// watchers) under the feed's lock. Lock order: Engine.mu → entry.mu →
-// committer.mu; the feed's lock is taken only by the committer and
-// readers. Every goroutine is started by Run and waited for before Run
-// returns.
+// # Structure
+//
+//   - Engine (engine.go): options, Open, Run, Stats. Run owns every
+//     goroutine: the executor's, the committer's, the drain and
+//     compaction loops; all have returned when it returns.
+//   - The executor (executor.go) runs probes: every run — a fire of the
+//     timer wheel, the first run of a probe, a trigger — goes through it:
+//     one busy flag per probe, one in-flight limit, wheel IDs within the
+//     wheel's capacity, every run waited for. A run is one step (step.go):
+//     check, apply the outcome to the state machine, submit the change.
+//   - Ownership (own.go): a registered target is probed only while owned;
+//     Own takes targets over from what is published, Disown drops them.
+//   - Lifecycle (lifecycle.go, trigger.go, drain.go): Create, Update,
+//     Reset, Delete and its drain, Trigger.
+//   - Publishing: the committer (commit.go, group commit into the Store),
+//     then the feed (feed.go: view, history, watchers; watch.go).
+//
+// # Locks
+//
+// Lock order, outermost first (an arrow: may be taken while holding):
+//
+//	Engine.mu (registry) → entry.mu (one target) → executor.mu (wheel IDs)
+//	                                             → wheel shard locks
+//	                                             → committer.mu (pending changes)
+//	                                             → drainQueue.mu
+//	feed.mu (view, history) → Watcher.mu
+//
+// executor.poolMu and pool.mu are leaves taken to start a run. A wheel
+// driver calls dispatch (executor.mu for reading, then the pool) and timer
+// functions (drains: drainQueue.mu) with no wheel lock held. The committer
+// writes to the store and publishes to the feed with committer.mu
+// released, and no entry.mu is held while feed.mu is. entry.mu is never
+// taken while another entry's is held.
 package engine
 
 import (
