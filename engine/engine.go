@@ -328,6 +328,11 @@ type Stats struct {
 	Targets     int
 	Terminating int
 	Inflight    int64
+	// Cancelling: runs cancelled (their timeout passed, or their probe
+	// was stopped) whose check has not returned yet. Checkers end soon
+	// after their context does; a count that stays up is a checker that
+	// does not.
+	Cancelling int64
 	// SkippedOverlap: due runs skipped because the probe's previous run was
 	// still in progress (a slow target, or a trigger).
 	SkippedOverlap uint64
@@ -353,6 +358,7 @@ func (e *Engine) Stats() Stats {
 		Targets:        active + terminating,
 		Terminating:    terminating,
 		Inflight:       e.exec.inflight.Load(),
+		Cancelling:     e.exec.cancelling.Load(),
 		SkippedOverlap: e.exec.skippedOverlap.Load(),
 		SkippedBusy:    e.exec.skippedBusy.Load(),
 		ScheduleErrors: e.exec.scheduleErrors.Load(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/probed/probed/engine/timeout"
 	"github.com/probed/probed/engine/wheel"
 )
 
@@ -58,6 +59,10 @@ type executor struct {
 	slots []*runner    // by wheel.ID
 	free  []wheel.ID
 
+	// cancelling counts runs cancelled (their timeout passed, or their
+	// probe was stopped) that have not ended yet.
+	cancelling atomic.Int64
+
 	skippedOverlap atomic.Uint64 // a due fire found its probe running
 	skippedBusy    atomic.Uint64 // a due fire found maxInflight runs in progress
 	scheduleErrors atomic.Uint64 // schedules the wheel refused
@@ -81,10 +86,7 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 // shutdown, after ctx is done, to stop.
 func (x *executor) begin(ctx context.Context) {
 	x.poolMu.Lock()
-	x.pool = newPool(maxIdleWorkers, func(j job) {
-		x.step(ctx, j.r, j.gen)
-		x.release()
-	})
+	x.pool = newPool(maxIdleWorkers, func(j job) { x.step(ctx, j.r, j.gen) })
 	x.poolMu.Unlock()
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
@@ -213,7 +215,8 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 
 // end finishes the run of r that applied (or dropped) out: it tells the
 // waiting triggers, closes the checkers replaced during the run, frees the
-// ID of a retired runner and clears busy. entry.mu held.
+// ID of a retired runner, clears busy and releases what acquire counted.
+// entry.mu held.
 func (x *executor) end(r *runner, res runResult) {
 	for _, w := range r.waiters {
 		w <- res
@@ -225,11 +228,12 @@ func (x *executor) end(r *runner, res runResult) {
 	}
 	clear(r.closing)
 	r.closing = r.closing[:0]
-	r.cancelRun = nil
+	r.run = nil
 	r.busy.Store(false)
 	if r.retired {
 		x.freeID(r)
 	}
+	x.release()
 }
 
 // retire stops r for good: its schedule, its run in progress (cancelled;
@@ -254,12 +258,38 @@ func (x *executor) retire(r *runner) <-chan runResult {
 	return ch
 }
 
+// runControl cancels one run: at its timeout (expire, on a wheel driver)
+// or when its probe is stopped (stop, under entry.mu). A cancelled run is
+// counted in executor.cancelling until it has ended (finish), so a run
+// that does not stop when told is seen.
+type runControl struct {
+	x      *executor
+	cancel context.CancelCauseFunc
+	done   atomic.Bool // cancelled, or finished
+}
+
+func (c *runControl) expire() { c.stop(timeout.ErrExpired) }
+
+func (c *runControl) stop(cause error) {
+	if c.done.CompareAndSwap(false, true) {
+		c.x.cancelling.Add(1)
+		c.cancel(cause)
+	}
+}
+
+// finish is called once the run has ended (after executor.end).
+func (c *runControl) finish() {
+	if !c.done.CompareAndSwap(false, true) {
+		c.x.cancelling.Add(-1)
+	}
+}
+
 // interrupt drops the outcome of r's run in progress (if any) and of
 // every fire collected before now, and cancels that run. entry.mu held.
 func (x *executor) interrupt(r *runner) {
 	r.gen.Add(1)
-	if r.cancelRun != nil {
-		r.cancelRun()
+	if r.run != nil {
+		r.run.stop(context.Canceled)
 	}
 }
 

@@ -138,7 +138,11 @@ func TestStepWithoutRun(t *testing.T) {
 	en, _ := e.lookup("web")
 	r := en.runners[probe.Readiness]
 
-	r.busy.Store(true) // as the executor does before a run
+	begin := func() { // what the executor does before a run
+		r.busy.Store(true)
+		e.exec.acquire()
+	}
+	begin()
 	out, change := e.step(context.Background(), r, r.gen.Load())
 	if out.Result != probe.Success || checkers.runs.Load() != 1 {
 		t.Fatalf("step = %+v after %d checks, want one passing check", out, checkers.runs.Load())
@@ -153,7 +157,10 @@ func TestStepWithoutRun(t *testing.T) {
 		t.Errorf("submitted %d changes, want the transition", len(pending))
 	}
 
-	r.busy.Store(true)
+	if n := e.exec.inflight.Load(); n != 0 {
+		t.Errorf("%d runs in flight after the step", n)
+	}
+	begin()
 	out, change = e.step(context.Background(), r, r.gen.Load()-1) // a fire from before an update
 	if out.Result != probe.Unknown || out.Message != msgRunCancelled || change != nil || checkers.runs.Load() != 1 {
 		t.Errorf("stale step = %+v, change %v, %d checks; want cancelled, nothing checked or changed", out, change, checkers.runs.Load())

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +47,7 @@ type runner struct {
 	firstDue atomic.Int64
 	// Guarded by entry.mu:
 	waiters   []chan<- runResult // triggers waiting for the run in progress
-	cancelRun context.CancelFunc // cancels the run in progress, once it has started checking
+	run       *runControl      // the run in progress, once it has started checking
 	closing   []Checker          // replaced while the run in progress used them: closed when it ends
 }
 

@@ -14,11 +14,14 @@ import (
 const msgRunCancelled = "run cancelled: the probe was changed, reset or stopped"
 
 // step is one run of a probe, as kubelet's doProbe is: it runs r's check
-// on the calling goroutine under the probe's timeout, applies the outcome
+// on the calling goroutine under the probe's timeout (a context cancelled
+// with cause timeout.ErrExpired when the limit passes on the engine's
+// clock; it has no Deadline), applies the outcome
 // to the probe's state machine, submits the change this makes to what is
 // published (if any), and ends the run (executor.end: waiting triggers get
-// the outcome, busy is cleared). The caller — the executor — marked r
-// busy and took gen, the generation of the run. A run whose generation is
+// the outcome, busy is cleared, the run is no longer counted in flight).
+// The caller — the executor — marked r busy, counted the run
+// (executor.acquire) and took gen, the generation of the run. A run whose generation is
 // stale when it begins (the probe changed, was reset or stopped since)
 // checks nothing; one that becomes stale while checking is dropped.
 //
@@ -33,18 +36,25 @@ func (e *Engine) step(ctx context.Context, r *runner, gen uint64) (probe.Outcome
 		return out, nil
 	}
 	checker, limit := r.checker, r.eff.Timeout
-	cctx, cancel := timeout.With(ctx, e.clock, limit)
-	r.cancelRun = cancel
+	// The timeout is a one-shot timer of the wheel: on the injected clock
+	// (tests and production take the same path), with no goroutine and
+	// no runtime timer per run; it fires within a tick of the limit.
+	cctx, cancel := context.WithCancelCause(ctx)
+	ctl := &runControl{x: e.exec, cancel: cancel}
+	expiry := e.exec.wheel.After(limit, ctl.expire)
+	r.run = ctl
 	en.mu.Unlock()
 
 	start := e.clock.Now()
 	out := e.check(cctx, r, checker, limit)
-	cancel()
+	expiry.Stop()
+	cancel(context.Canceled)
 
 	en.mu.Lock()
-	defer en.mu.Unlock()
 	change, done := e.applyLocked(ctx, r, gen, start, out)
 	e.exec.end(r, runResult{out: out, done: done})
+	en.mu.Unlock()
+	ctl.finish()
 	return out, change
 }
 

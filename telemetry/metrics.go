@@ -28,6 +28,7 @@ const (
 	MetricTargets           = "probed_targets"
 	MetricScheduled         = "probed_probes_scheduled"
 	MetricInflight          = "probed_probes_inflight"
+	MetricCancelling        = "probed_probes_cancelling"
 	MetricSchedulerLateness = "probed_scheduler_lateness_seconds"
 	MetricSchedulerFires    = "probed_scheduler_fires_total"
 	MetricSchedulerSkipped  = "probed_scheduler_skipped_total"

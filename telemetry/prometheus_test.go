@@ -88,6 +88,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		{"probed_targets", dto.MetricType_GAUGE, []string{"phase", "terminating"}, 0},
 		{"probed_probes_scheduled", dto.MetricType_GAUGE, nil, 2},
 		{"probed_probes_inflight", dto.MetricType_GAUGE, nil, 0},
+		{"probed_probes_cancelling", dto.MetricType_GAUGE, nil, 0},
 		{"probed_scheduler_lateness_seconds", dto.MetricType_HISTOGRAM, nil, 1},
 		{"probed_scheduler_fires_total", dto.MetricType_COUNTER, nil, 1},
 		{"probed_scheduler_skipped_total", dto.MetricType_COUNTER, []string{"reason", "overlap"}, 0},
