@@ -46,9 +46,9 @@ type runner struct {
 	// of the same wheel ID and is stale.
 	firstDue atomic.Int64
 	// Guarded by entry.mu:
-	waiters   []chan<- runResult // triggers waiting for the run in progress
-	run       *runControl      // the run in progress, once it has started checking
-	closing   []Checker          // replaced while the run in progress used them: closed when it ends
+	waiters []chan<- runResult // triggers waiting for the run in progress
+	run     *runControl        // the run in progress, once it has started checking
+	closing []Checker          // replaced while the run in progress used them: closed when it ends
 }
 
 // runResult is what a trigger waiting for a run receives: the run's
