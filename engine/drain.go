@@ -82,12 +82,16 @@ func (e *Engine) remove(ctx context.Context, en *entry) error {
 	// create the target again at once. Nothing else can be queued about en
 	// meanwhile: every operation finds targets through the registry, and
 	// probes of a terminating target publish nothing.
-	e.mu.Lock()
-	if e.targets[en.name] == en {
-		delete(e.targets, en.name)
-		e.countClientLocked(en.status.Client, -1)
+	// Over a shared store the registry follows the store: the target leaves
+	// it when the deletion is published (the store decides existence).
+	if e.shared == nil {
+		e.mu.Lock()
+		if e.targets[en.name] == en {
+			delete(e.targets, en.name)
+			e.countClientLocked(en.status.Client, -1)
+		}
+		e.mu.Unlock()
 	}
-	e.mu.Unlock()
 	en.mu.Lock()
 	if en.removed {
 		en.mu.Unlock()

@@ -92,6 +92,11 @@ type Options struct {
 	// MaxWatchers limits the watchers open at once; beyond it Watch fails
 	// with ErrResourceExhausted. 0: no limit.
 	MaxWatchers int
+	// Owns, when set, says whether this engine is to probe a target (cluster
+	// mode: its replica owns the target's shard). It decides for targets
+	// restored at Run and for targets other replicas create; the cluster
+	// layer calls Own and Disown as its shards change. nil: every target.
+	Owns func(name string) bool
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS
@@ -152,6 +157,10 @@ type Engine struct {
 	commits *committer
 	exec    *executor
 	drains  drainQueue
+	shared  SharedStore // the store, when replicas share it; nil otherwise
+	// position is the store's revision when it was loaded: the follow
+	// loop starts after it.
+	position uint64
 
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
@@ -179,6 +188,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
@@ -190,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.feed.restore(stored)
+	e.position = stored.Revision
 	for _, t := range stored.Targets {
 		e.restore(t)
 	}
@@ -223,6 +234,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stopWork()
 	workWG.Go(func() { e.drainLoop(workCtx) })
 	workWG.Go(func() { e.compactLoop(workCtx) })
+	followErr := make(chan error, 1)
+	if e.shared != nil {
+		workWG.Go(func() { followErr <- e.follow(workCtx, e.position) })
+	}
 
 	e.ownAll()
 	close(e.running)
@@ -232,6 +247,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-commitErr:
 		e.log.Error("store failed; stopping the engine", "err", err)
+	case err = <-followErr:
+		if err == nil {
+			break
+		}
+		e.log.Error("the view cannot follow the store; stopping the engine", "err", err)
 	}
 	close(e.done)
 	stopProbes()
@@ -283,10 +303,22 @@ func (e *Engine) observeCommit(changes []*Change, took time.Duration) {
 }
 
 // lose stops probing targets whose ownership the store says was lost, and
-// stops reporting them. It runs on the committer's goroutine, so it does
-// not wait for their runs in progress (which it cancels; their outcomes
-// are dropped).
+// (over a store that is not shared, which has no other writer to report
+// them) stops reporting them. It runs on the committer's goroutine, so it
+// does not wait for their runs in progress (which it cancels; their
+// outcomes are dropped).
 func (e *Engine) lose(names []string) {
+	if e.shared != nil {
+		for _, name := range names {
+			if en, err := e.lookup(name); err == nil {
+				en.mu.Lock()
+				e.disownLocked(en, nil)
+				en.mu.Unlock()
+			}
+		}
+		e.log.Warn("ownership of targets lost; stopped probing them", "targets", len(names))
+		return
+	}
 	for _, name := range names {
 		e.mu.Lock()
 		en := e.targets[name]

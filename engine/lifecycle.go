@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
@@ -22,6 +23,9 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	}
 	now := e.clock.Now()
 	client := ClientFrom(ctx)
+	if e.shared != nil {
+		return e.createShared(ctx, spec, client, now)
+	}
 	en := &entry{name: spec.Name, spec: spec, owned: true, status: Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
@@ -32,20 +36,10 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	en.mu.Unlock()
 
 	e.mu.Lock()
-	if _, ok := e.targets[spec.Name]; ok {
+	if err := e.checkLimitsLocked(spec.Name, client); err != nil {
 		e.mu.Unlock()
 		e.discard(en)
-		return nil, fmt.Errorf("target %q: %w", spec.Name, ErrAlreadyExists)
-	}
-	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
-		e.mu.Unlock()
-		e.discard(en)
-		return nil, fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
-	}
-	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client] >= limit {
-		e.mu.Unlock()
-		e.discard(en)
-		return nil, fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", client, limit, ErrResourceExhausted)
+		return nil, err
 	}
 	e.targets[spec.Name] = en
 	e.countClientLocked(client, 1)
@@ -74,6 +68,57 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	e.scheduleFailed(e.startProbesLocked(en, e.clock.Now(), false))
 	en.mu.Unlock()
 	return e.withLive(created.Target), nil
+}
+
+// createShared is Create over a SharedStore: the store decides whether the
+// target exists (the create is a conditional write), and the target
+// becomes known here — and probed, by whichever replica owns it — when the
+// view follows the write. It returns once that has happened here.
+func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client string, now time.Time) (*Target, error) {
+	if err := e.checkLimits(spec.Name, client); err != nil {
+		return nil, err
+	}
+	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}
+	for _, t := range probe.Types {
+		if spec.Probe(t) != nil {
+			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
+		}
+	}
+	en := &entry{name: spec.Name, spec: spec, status: status}
+	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
+	created.Create = true
+	done, err := e.commits.submit([]*Change{created}, true)
+	if err == nil {
+		err = <-done // see Create: the caller giving up does not undo it
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.withLive(created.Target), nil
+}
+
+// checkLimits refuses a create that the registry says exists or that
+// would pass --max-targets or --max-targets-per-client. Over a
+// SharedStore the registry lags the store by a few milliseconds: the
+// limits are approximate there, and the store decides existence.
+func (e *Engine) checkLimits(name, client string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.checkLimitsLocked(name, client)
+}
+
+// checkLimitsLocked is checkLimits with e.mu held.
+func (e *Engine) checkLimitsLocked(name, client string) error {
+	if _, ok := e.targets[name]; ok {
+		return fmt.Errorf("target %q: %w", name, ErrAlreadyExists)
+	}
+	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
+		return fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
+	}
+	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client] >= limit {
+		return fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", client, limit, ErrResourceExhausted)
+	}
+	return nil
 }
 
 // openRunnersLocked creates a runner (with its wheel ID and its checker)
@@ -109,8 +154,9 @@ func (e *Engine) validate(spec, old *target.Spec) error {
 	return errs.Err()
 }
 
-// acquire waits until Run has started, finds the target and returns it
-// with its lock held (the caller unlocks); a removed target is not found.
+// acquire waits until Run has started, finds a target this engine owns
+// and returns it with its lock held (the caller unlocks); a removed target
+// is not found, one another replica owns is a *NotOwnedError.
 func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
@@ -120,9 +166,13 @@ func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 		return nil, err
 	}
 	en.mu.Lock()
-	if en.removed {
+	switch {
+	case en.removed:
 		en.mu.Unlock()
 		return nil, notFound(name)
+	case !en.owned:
+		en.mu.Unlock()
+		return nil, &NotOwnedError{Name: name}
 	}
 	return en, nil
 }

@@ -36,13 +36,15 @@ func (e *Engine) Own(ctx context.Context, names ...string) error {
 			errs = append(errs, err)
 			continue
 		}
-		e.ownEntry(en)
+		e.ownEntry(en, true)
 	}
 	return errors.Join(errs...)
 }
 
-// ownEntry takes en over from its published state.
-func (e *Engine) ownEntry(en *entry) {
+// ownEntry takes en over from its published state. With spread, probes
+// whose first run has passed are spread over one period (a take-over);
+// without, they run at once (a target just created).
+func (e *Engine) ownEntry(en *entry, spread bool) {
 	published, ok := e.feed.get(en.name)
 	en.mu.Lock()
 	defer en.mu.Unlock()
@@ -81,7 +83,7 @@ func (e *Engine) ownEntry(en *entry) {
 		e.scheduleDrainLocked(en, now)
 		return
 	}
-	e.scheduleFailed(e.startProbesLocked(en, now, true))
+	e.scheduleFailed(e.startProbesLocked(en, now, spread))
 }
 
 // Disown stops probing the named targets: their schedules and drains stop,
@@ -152,16 +154,18 @@ func (e *Engine) restore(t *Target) {
 	e.countClientLocked(t.Status.Client, 1)
 }
 
-// ownAll owns every registered target (Run, before anything else can
-// change them).
+// ownAll owns every registered target that is this engine's to probe
+// (Run, before anything else can change them).
 func (e *Engine) ownAll() {
 	e.mu.Lock()
 	entries := make([]*entry, 0, len(e.targets))
-	for _, en := range e.targets {
-		entries = append(entries, en)
+	for name, en := range e.targets {
+		if e.owns(name) {
+			entries = append(entries, en)
+		}
 	}
 	e.mu.Unlock()
 	for _, en := range entries {
-		e.ownEntry(en)
+		e.ownEntry(en, true)
 	}
 }
