@@ -21,10 +21,6 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 )
 
-// reasonSlowWatcher is the ErrorInfo reason of a watch the server ended
-// because the client fell behind.
-const reasonSlowWatcher = "WATCHER_TOO_SLOW"
-
 // WatchOption configures Watch.
 type WatchOption func(*watchOptions)
 
@@ -182,7 +178,7 @@ func retryable(err error) bool {
 	case codes.ResourceExhausted:
 		// Only the server's "too slow": a message too large would fail
 		// again.
-		return errorReason(err) == reasonSlowWatcher
+		return errorReason(err) == probev1.ErrorReason_WATCHER_TOO_SLOW.String()
 	default:
 		return false
 	}

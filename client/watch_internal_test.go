@@ -184,7 +184,7 @@ func TestWatchScripted(t *testing.T) {
 			name: "slow watcher resumes",
 			opts: []WatchOption{WithSince(4)},
 			scripts: []script{
-				{since: 4, msgs: []*probev1.WatchResponse{live(4, 5)}, err: withInfo(codes.ResourceExhausted, reasonSlowWatcher)},
+				{since: 4, msgs: []*probev1.WatchResponse{live(4, 5)}, err: withInfo(codes.ResourceExhausted, "WATCHER_TOO_SLOW")},
 				{since: 6, msgs: []*probev1.WatchResponse{live(6)}},
 			},
 			want: []delivered{{Revs: []uint64{4, 5}}, {Revs: []uint64{6}}},

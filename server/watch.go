@@ -20,11 +20,11 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 	ctx := stream.Context()
 	opts, err := watchOptions(req)
 	if err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	w, err := s.engine.Watch(ctx, opts)
 	if err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	defer w.Close()
 	s.opts.Observer.WatchStarted()
@@ -39,12 +39,12 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
-				return toStatus(ctx.Err())
+				return s.toStatus(ctx.Err())
 			}
 			if errors.Is(err, engine.ErrResourceExhausted) {
 				s.opts.Logger.Info("watcher ended as too slow", "err", err)
 			}
-			return toStatus(err)
+			return s.toStatus(err)
 		}
 		resp := &probev1.WatchResponse{
 			Events:           make([]*probev1.Event, len(b.Events)),
