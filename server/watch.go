@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 
 	"github.com/probed/probed/engine"
@@ -30,9 +29,9 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 	s.opts.Observer.WatchStarted()
 	defer s.opts.Observer.WatchEnded()
 	for {
-		b, err := s.next(ctx, w)
+		b, err := timeout.Call(ctx, s.opts.Clock, s.opts.ProgressInterval, w.Next)
 		switch {
-		case errors.Is(err, errIdle):
+		case errors.Is(err, timeout.ErrExpired): // idle
 			if err := stream.Send(&probev1.WatchResponse{ProgressNotify: true, Revision: w.Progress()}); err != nil {
 				return err
 			}
@@ -60,19 +59,6 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 		}
 		s.opts.Observer.EventsSent(len(b.Events))
 	}
-}
-
-var errIdle = errors.New("idle")
-
-// next waits for the watcher's next batch for at most ProgressInterval.
-func (s *Server) next(ctx context.Context, w *engine.Watcher) (engine.Batch, error) {
-	nctx, cancel := timeout.With(ctx, s.opts.Clock, s.opts.ProgressInterval)
-	defer cancel()
-	b, err := w.Next(nctx)
-	if err != nil && timeout.Expired(nctx) {
-		return b, errIdle
-	}
-	return b, err
 }
 
 func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {

@@ -173,10 +173,10 @@ func (s *Server) watch(ctx context.Context, after uint64, resume bool) (w *engin
 // message. synced says the page already has a complete state (resumed).
 func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message, synced bool) error {
 	for {
-		b, err := s.next(ctx, w)
+		b, err := timeout.Call(ctx, s.opts.Clock, s.opts.ProgressInterval, w.Next)
 		var m message
 		switch {
-		case errors.Is(err, errIdle):
+		case errors.Is(err, timeout.ErrExpired): // idle
 			if !synced {
 				continue
 			}
@@ -228,20 +228,7 @@ type eventsData struct {
 	Revision uint64      `json:"revision"`
 }
 
-var errIdle = errors.New("idle")
-
 func revID(rev uint64) string { return strconv.FormatUint(rev, 10) }
-
-// next waits for the watcher's next batch for at most ProgressInterval.
-func (s *Server) next(ctx context.Context, w *engine.Watcher) (engine.Batch, error) {
-	nctx, cancel := timeout.With(ctx, s.opts.Clock, s.opts.ProgressInterval)
-	defer cancel()
-	b, err := w.Next(nctx)
-	if err != nil && timeout.Expired(nctx) {
-		return b, errIdle
-	}
-	return b, err
-}
 
 // mustJSON encodes v, which is one of this package's views: they always
 // encode.

@@ -2,25 +2,25 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/probed/probed/engine"
-	"github.com/probed/probed/server"
 )
 
 // targetEvents is how many of a target's last events
 // /api/targets/NAME/events returns at most.
 const targetEvents = 100
 
-// serveTarget writes the target as `probectl get NAME -o json` prints it.
+// serveTarget writes the target as Options.TargetJSON encodes it.
 func (s *Server) serveTarget(w http.ResponseWriter, r *http.Request) {
 	t, err := s.eng.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	b, err := server.TargetJSON(t)
+	b, err := s.opts.TargetJSON(t)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -93,6 +93,12 @@ func (s *Server) history(ctx context.Context, name string, n int) ([]eventView, 
 		}
 	}
 	return append(ring[first:], ring[:first]...), nil
+}
+
+// viewJSON is the default Options.TargetJSON: the page's own view of t,
+// indented.
+func viewJSON(t *engine.Target) ([]byte, error) {
+	return json.MarshalIndent(viewTarget(t), "", "  ")
 }
 
 // fail writes err as a JSON error with the status it maps to.

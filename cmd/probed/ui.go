@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server"
 	"github.com/probed/probed/ui"
 )
 
@@ -44,7 +45,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
-	page := ui.New(eng, ui.Options{Logger: log})
+	page := ui.New(eng, ui.Options{Logger: log, TargetJSON: server.TargetJSON})
 	srv := &http.Server{
 		Handler:           sec.protect(page),
 		ReadHeaderTimeout: 10 * time.Second,
