@@ -2,9 +2,33 @@
 // probe.v1.ProbeService, a Watch that reconnects and resumes by revision,
 // and WaitReady, which holds a caller until a target is ready.
 //
+// Targets, probes and events are the API's generated types, package
+// probev1, import path "github.com/probed/probed/proto/probe/v1".
+// ProbeDuration turns a time.Duration into a probe's seconds and
+// milliseconds fields:
+//
+//	import (
+//		"github.com/probed/probed/client"
+//		probev1 "github.com/probed/probed/proto/probe/v1"
+//	)
+//
+//	c, err := client.Dial(ctx, "127.0.0.1:50051")
+//	...
+//	p := &probev1.Probe{Handler: &probev1.Probe_TcpSocket{
+//		TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: 8080},
+//	}}
+//	p.PeriodSeconds, p.PeriodMilliseconds = client.ProbeDuration(100 * time.Millisecond)
+//	_, err = c.Create(ctx, &probev1.Target{Name: "web", ReadinessProbe: p})
+//	...
+//	web, err := c.WaitReady(ctx, "web")
+//
 // Errors returned by calls wrap one of the sentinels (ErrNotFound,
 // ErrInvalid, ...) and keep the gRPC status; an invalid request is an
 // *InvalidError listing every field violation.
+//
+// The module, github.com/probed/probed, is not published where go get
+// can fetch it: depend on a clone of its repository with a replace
+// directive (probed's README, "The Go client", shows how).
 package client
 
 import (
