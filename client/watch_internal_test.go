@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -56,6 +57,14 @@ type fakeStream struct {
 	grpc.ClientStream // only Recv is implemented
 	ctx               context.Context
 	s                 script
+}
+
+// Header says the stream is open unless it fails without a message.
+func (f *fakeStream) Header() (metadata.MD, error) {
+	if len(f.s.msgs) == 0 && f.s.err != nil {
+		return nil, nil
+	}
+	return metadata.MD{}, nil
 }
 
 func (f *fakeStream) Recv() (*probev1.WatchResponse, error) {

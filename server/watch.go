@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/target"
@@ -26,6 +28,9 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 		return s.toStatus(err)
 	}
 	defer w.Close()
+	// Tell the client at once that its watch is accepted (it may have
+	// nothing to receive for a while); a failed send shows up below.
+	_ = stream.SendHeader(metadata.MD{})
 	s.opts.Observer.WatchStarted()
 	defer s.opts.Observer.WatchEnded()
 	for {
