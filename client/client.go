@@ -56,8 +56,10 @@ func New(conn grpc.ClientConnInterface) *Client {
 // "127.0.0.1:50051" or "dns:///probed.example:50051"). The connection is
 // made lazily by the first call (grpc.NewClient), so an unreachable server
 // shows up as ErrUnavailable from the calls, not here; ctx is checked
-// only. Without a TLS option the connection is plaintext. The caller must
-// Close the client.
+// only. Without a TLS option the connection is plaintext. A lost
+// connection is redialled with an exponential backoff capped at
+// DefaultMaxBackoff (WithDialOptions(grpc.WithConnectParams(...))
+// replaces it). The caller must Close the client.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
