@@ -25,6 +25,9 @@ import (
 //	          is no longer retained.
 //	snapshot  {"targets":[target...], "complete", "revision"}: part of the
 //	          state at "revision"; the last part (complete) has the id.
+//	recent    {"events", "timelines", "from", "to"}: after a snapshot, the
+//	          latest events and each target's readiness timeline from the
+//	          retained history up to the snapshot (recent.go); no id.
 //	events    {"events":[event...], "revision"}: changes, in order; id:
 //	          revision (every event up to it was sent).
 //	stats     {"targets":[{"name","probes"}...]}: live figures of the
@@ -192,6 +195,15 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			m = message{event: "snapshot", data: mustJSON(snapshotData{Targets: targets, Complete: b.SnapshotComplete, Revision: b.Revision})}
 			if b.SnapshotComplete {
 				m.id, m.synced, synced = revID(b.Revision), true, true
+				if err := send(ctx, out, m); err != nil {
+					return err
+				}
+				// The page has the present; give it the recent past.
+				d, err := s.recent(ctx, b.Revision)
+				if err != nil {
+					return err
+				}
+				m = message{event: "recent", data: mustJSON(d)}
 			}
 		default:
 			events := make([]eventView, len(b.Events))
@@ -209,11 +221,19 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			m = message{event: "events", id: revID(rev), data: mustJSON(eventsData{Events: events, Revision: rev}), synced: true}
 			synced = true
 		}
-		select {
-		case out <- m:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := send(ctx, out, m); err != nil {
+			return err
 		}
+	}
+}
+
+// send hands m to the stream's writer, unless ctx is done first.
+func send(ctx context.Context, out chan<- message, m message) error {
+	select {
+	case out <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

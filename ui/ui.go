@@ -31,6 +31,7 @@ const (
 	DefaultStatsInterval    = time.Second
 	DefaultProgressInterval = 15 * time.Second
 	DefaultWriteTimeout     = 30 * time.Second
+	DefaultTimelineWindow   = 5 * time.Minute
 )
 
 // Options configure a Server. The zero value is valid.
@@ -54,6 +55,9 @@ type Options struct {
 	// (what `probectl get NAME -o json` prints); the page itself links no
 	// gRPC. Default: the page's own view of the target.
 	TargetJSON func(*engine.Target) ([]byte, error)
+	// TimelineWindow is how far back the targets' readiness timelines
+	// go; default DefaultTimelineWindow.
+	TimelineWindow time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -74,6 +78,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.TargetJSON == nil {
 		o.TargetJSON = viewJSON
+	}
+	if o.TimelineWindow <= 0 {
+		o.TimelineWindow = DefaultTimelineWindow
 	}
 }
 

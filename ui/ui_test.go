@@ -254,6 +254,16 @@ type (
 		Events   []eventJSON `json:"events"`
 		Revision uint64      `json:"revision"`
 	}
+	recentJSON struct {
+		Events    []eventJSON `json:"events"`
+		Timelines map[string]struct {
+			Start   *int       `json:"start"`
+			Created int64      `json:"created"`
+			Changes [][2]int64 `json:"changes"`
+		} `json:"timelines"`
+		From int64 `json:"from"`
+		To   int64 `json:"to"`
+	}
 	statsJSON struct {
 		Targets []struct {
 			Name   string `json:"name"`

@@ -29,6 +29,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "trace ratio above 1", args: []string{"--trace-ratio=1.5"}, wantErr: "--trace-ratio"},
 		{name: "negative trace ratio", args: []string{"--trace-ratio=-0.1"}, wantErr: "--trace-ratio"},
 		{name: "metrics address without port", args: []string{"--metrics-addr=localhost"}, wantErr: "--metrics-addr"},
+		{name: "timeline window", args: []string{"--ui-addr=127.0.0.1:0", "--ui-timeline=15m"}},
+		{name: "no timeline window", args: []string{"--ui-timeline=0s"}, wantErr: "--ui-timeline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
