@@ -37,7 +37,7 @@ target the server rejects is reported, and the others are still applied.`,
   name: page
   labels: {app: probed}
   readinessProbe:
-    httpGet: {host: 127.0.0.1, port: 8080, path: /}
+    tcpSocket: {host: 127.0.0.1, port: 8080}
     periodSeconds: 1
     periodMilliseconds: -900
   EOF`,

@@ -188,6 +188,23 @@ func age(now, t time.Time) string {
 	}
 }
 
+// reasonProbe is the reason of an event a probe run caused, which says
+// nothing a reader does not see.
+const reasonProbe = "Probe"
+
+// latencyText is a latency with three significant digits at most:
+// "412µs", "3.53ms", "1.2s".
+func latencyText(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
 // eventTimeLayout is RFC 3339 with milliseconds.
 const eventTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
@@ -246,8 +263,8 @@ func eventCells(ev *probev1.Event) []string {
 		change = resultName(ev.GetFrom()) + "→" + resultName(ev.GetTo())
 	}
 	msg := ev.GetMessage()
-	if msg == "" {
-		msg = ev.GetReason()
+	if msg == "" && ev.GetReason() != reasonProbe {
+		msg = ev.GetReason() // why the change happened, e.g. "Reset"
 	}
 	return []string{
 		fmt.Sprint(ev.GetRevision()), when, ev.GetName(), kindName(ev.GetKind()),

@@ -155,6 +155,10 @@ func TestEventCells(t *testing.T) {
 		{"reason when no message", &probev1.Event{
 			Revision: 7, Time: timestamppb.New(at), Name: "db", Kind: probev1.EventKind_EVENT_KIND_RESET, Reason: "Reset",
 		}, []string{"7", "2025-01-10T12:00:00.123Z", "db", "reset", "-", "-", "false", "Reset"}},
+		{"a probe's reason says nothing", &probev1.Event{
+			Revision: 8, Time: timestamppb.New(at), Name: "db", Kind: probev1.EventKind_EVENT_KIND_TRANSITION, Reason: "Probe",
+			ProbeType: probev1.ProbeType_PROBE_TYPE_READINESS, From: probev1.Result_RESULT_FAILURE, To: probev1.Result_RESULT_SUCCESS, Ready: true,
+		}, []string{"8", "2025-01-10T12:00:00.123Z", "db", "transition", "readiness", "failure→success", "true", "-"}},
 		{"snapshot", &probev1.Event{Revision: 3, Name: "db", Kind: probev1.EventKind_EVENT_KIND_SNAPSHOT, Ready: true},
 			[]string{"3", "-", "db", "snapshot", "-", "-", "true", "-"}},
 		{"long message", &probev1.Event{Revision: 1, Name: "x", Kind: probev1.EventKind_EVENT_KIND_CREATED, Message: strings.Repeat("é", 150)},
@@ -163,6 +167,19 @@ func TestEventCells(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, eventCells(tt.ev)); diff != "" {
 			t.Errorf("%s: cells (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func TestLatencyText(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		412345 * time.Nanosecond:  "412µs",
+		3530762 * time.Nanosecond: "3.53ms",
+		1234567890:                "1.235s",
+	} {
+		if got := latencyText(d); got != want {
+			t.Errorf("latencyText(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

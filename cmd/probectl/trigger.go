@@ -90,7 +90,7 @@ func printTrigger(cmd *cobra.Command, typ probev1.ProbeType, resp *probev1.Trigg
 	out := resp.GetOutcome()
 	latency := "-"
 	if out.GetLatency() != nil {
-		latency = out.GetLatency().AsDuration().String()
+		latency = latencyText(out.GetLatency().AsDuration())
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "PROBE\tOUTCOME\tLATENCY\tRESULT\tMESSAGE")
