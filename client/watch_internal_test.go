@@ -59,9 +59,11 @@ type fakeStream struct {
 	s                 script
 }
 
-// Header says the stream is open unless it fails without a message.
+// Header says the stream is open unless it fails without a message (a
+// trailers-only response: no headers and no error, Recv says why).
 func (f *fakeStream) Header() (metadata.MD, error) {
-	if len(f.s.msgs) == 0 && f.s.err != nil {
+	refused := len(f.s.msgs) == 0 && f.s.err != nil
+	if refused {
 		return nil, nil
 	}
 	return metadata.MD{}, nil

@@ -202,7 +202,7 @@ func printError(w io.Writer, err error) {
 			fmt.Fprintf(&b, "  %s: %s\n", v.Field, v.Description)
 		}
 		_, _ = io.WriteString(w, b.String())
-	case errors.Is(err, client.ErrUnavailable):
+	case errors.Is(err, client.ErrUnavailable) && !strings.Contains(err.Error(), "cannot reach probed"):
 		_, _ = fmt.Fprintf(w, "Error: cannot reach probed: %v\n", err)
 	default:
 		_, _ = fmt.Fprintf(w, "Error: %v\n", err)

@@ -66,7 +66,7 @@ const statusTimeout = 5 * time.Second
 // probe's last result and message, or that probed could not be reached.
 func (o *rootOptions) notReadyError(ctx context.Context, c *client.Client, name string, timeout time.Duration, notice *connNotice) error {
 	if err := notice.lastFailure(); err != nil {
-		return fmt.Errorf("target %q did not become ready within %v: cannot reach probed at %s: %v", name, timeout, o.addr, err)
+		return fmt.Errorf("target %q did not become ready within %v: cannot reach probed at %s: %w", name, timeout, o.addr, err)
 	}
 	gctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
