@@ -181,7 +181,10 @@
     const w = why(t);
     if (!w) return '<span class="none">—</span>';
     const s = w.s;
-    if (!s || !s.total) {
+    if (!s) { // the live figures come with the next stats message
+      return `<div class="two"><div class="msg muted-msg">${w.type} ${w.p.result}</div><div class="sub">${w.type}</div></div>`;
+    }
+    if (!s.total) {
       return `<div class="two"><div class="msg muted-msg">${w.type} probe has not run yet</div><div class="sub">${w.type} · ${w.p.result}</div></div>`;
     }
     const failed = s.results && s.results[s.results.length - 1] === 'f';
