@@ -194,16 +194,18 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			}
 			m = message{event: "snapshot", data: mustJSON(snapshotData{Targets: targets, Complete: b.SnapshotComplete, Revision: b.Revision})}
 			if b.SnapshotComplete {
-				m.id, m.synced, synced = revID(b.Revision), true, true
+				m.id, synced = revID(b.Revision), true
 				if err := send(ctx, out, m); err != nil {
 					return err
 				}
-				// The page has the present; give it the recent past.
+				// The page has the present; give it the recent past. Only
+				// then is it synced (and gets stats): the recent past comes
+				// right after the snapshot.
 				d, err := s.recent(ctx, b.Revision)
 				if err != nil {
 					return err
 				}
-				m = message{event: "recent", data: mustJSON(d)}
+				m = message{event: "recent", data: mustJSON(d), synced: true}
 			}
 		default:
 			events := make([]eventView, len(b.Events))
