@@ -79,8 +79,10 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
-	case errors.Is(err, engine.ErrOwnershipLost):
-		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, engine.ErrOwnershipLost), errors.Is(err, engine.ErrNotOwned):
+		// The target's owner is changing (or lives elsewhere and the call
+		// cannot be forwarded): the same call succeeds a moment later.
+		return unavailable(err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

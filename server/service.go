@@ -83,7 +83,9 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 	}
 	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
 	if err != nil {
-		return nil, s.toStatus(err)
+		return forward(ctx, s, req.GetTarget().GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
+			return c.UpdateTarget(ctx, req)
+		})
 	}
 	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -95,7 +97,9 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 	}
 	t, err := s.engine.Delete(ctx, req.GetName())
 	if err != nil {
-		return nil, s.toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
+			return c.DeleteTarget(ctx, req)
+		})
 	}
 	return &probev1.DeleteTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -114,7 +118,9 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 	at := s.opts.Clock.Now()
 	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
 	if err != nil {
-		return nil, s.toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.TriggerProbeResponse, error) {
+			return c.TriggerProbe(ctx, req)
+		})
 	}
 	p := &t.Status.Probes[typ]
 	return &probev1.TriggerProbeResponse{
@@ -130,7 +136,9 @@ func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetReques
 	}
 	t, err := s.engine.Reset(ctx, req.GetName())
 	if err != nil {
-		return nil, s.toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.ResetTargetResponse, error) {
+			return c.ResetTarget(ctx, req)
+		})
 	}
 	return &probev1.ResetTargetResponse{Target: fromTarget(t)}, nil
 }
