@@ -35,7 +35,7 @@ type Forwarder interface {
 // Metadata of forwarded calls.
 const (
 	// MetadataForwardedBy names the replica that forwarded a call.
-	MetadataForwardedBy = "probed-forwarded-by"
+	MetadataForwardedBy   = "probed-forwarded-by"
 	metadataAuthorization = "authorization"
 )
 
