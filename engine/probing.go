@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -93,8 +92,8 @@ func (e *Engine) check(ctx context.Context, r *runner, checker Checker, limit ti
 			out.Latency = e.clock.Since(start)
 		}
 		// Messages quote what probed servers said; the API carries them
-		// in proto strings, which must be valid UTF-8.
-		out.Message = strings.ToValidUTF8(out.Message, "\uFFFD")
+		// in proto strings, which must be valid UTF-8, and bounded.
+		out.Message = probe.BoundMessage(out.Message)
 		e.obs.ProbeDone(cctx, r.entry.name, r.typ, out)
 	}()
 	out = checker.Check(cctx)
