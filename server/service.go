@@ -40,7 +40,8 @@ func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (
 	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
 }
 
-// ListTargets returns one page of targets in name order.
+// ListTargets returns one page of targets in name order: at most pageSize
+// targets, and at most MaxResponseBytes.
 func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsRequest) (*probev1.ListTargetsResponse, error) {
 	var errs field.List
 	size := int(req.GetPageSize())
@@ -70,8 +71,12 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	for i, t := range ts {
 		resp.Targets[i] = fromTarget(t)
 	}
-	if more && len(ts) > 0 {
-		resp.NextPageToken = encodePageToken(ts[len(ts)-1].Spec.Name)
+	// A page of large targets is cut by bytes; the rest comes next.
+	if n := fitPage(resp.Targets); n < len(resp.Targets) {
+		resp.Targets, more = resp.Targets[:n], true
+	}
+	if more && len(resp.Targets) > 0 {
+		resp.NextPageToken = encodePageToken(resp.Targets[len(resp.Targets)-1].GetName())
 	}
 	return resp, nil
 }
@@ -136,8 +141,12 @@ func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetReques
 }
 
 func nameErrors(name string) field.List {
-	if name == "" {
+	switch {
+	case name == "":
 		return field.List{field.Required(field.NewPath("name"), "a target name is required")}
+	case len(name) > target.MaxNameBytes:
+		// No such target can exist; and a not-found error would echo it.
+		return field.List{field.TooLong(field.NewPath("name"), target.MaxNameBytes)}
 	}
 	return nil
 }
