@@ -40,6 +40,10 @@ const (
 	DefaultHistoryBytes = 64 << 20
 	DefaultWatchBuffer  = 10_000
 	DefaultMaxInflight  = 100_000
+	// DefaultWatchBufferBytes and DefaultWatchTotalBytes bound the bytes
+	// of events pending in one watcher and in all (watch.go).
+	DefaultWatchBufferBytes = 16 << 20
+	DefaultWatchTotalBytes  = 128 << 20
 )
 
 // Options configure an Engine. Store and Checkers are required.
@@ -58,6 +62,11 @@ type Options struct {
 	History      int // events retained; default 100,000
 	HistoryBytes int // bytes retained (estimated); default 64 MiB
 	WatchBuffer  int // live events a watcher may have pending; default 10,000
+	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
+	// events pending in one watcher (default 16 MiB) and in all of them
+	// (default 128 MiB; beyond it the slowest watchers are ended); -1: no
+	// bound.
+	WatchBufferBytes, WatchTotalBytes int
 	MaxTargets   int // 0: no limit
 	// MaxTargetsPerOwner limits the targets one client identity (see
 	// WithOwner) may have; 0: no limit.
@@ -105,6 +114,8 @@ func (o *Options) setDefaults() error {
 	if o.WatchBuffer <= 0 {
 		o.WatchBuffer = DefaultWatchBuffer
 	}
+	o.WatchBufferBytes = defaultBound(o.WatchBufferBytes, DefaultWatchBufferBytes)
+	o.WatchTotalBytes = defaultBound(o.WatchTotalBytes, DefaultWatchTotalBytes)
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
@@ -171,6 +182,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
+	e.feed.watcherBytes, e.feed.totalBytes = opts.WatchBufferBytes, opts.WatchTotalBytes
 	e.drains.init()
 	start := e.clock.Now()
 	stored, err := opts.Store.Load(ctx)

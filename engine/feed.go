@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -22,6 +24,14 @@ type feed struct {
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.
 	maxWatchers int
+	// watcherBytes and totalBytes bound the (estimated) bytes of events
+	// pending in one watcher's queue and in all of them (0: no bound);
+	// set before use.
+	watcherBytes, totalBytes int
+	// queued is the bytes pending in every watcher's queue: added by
+	// publish (under mu), taken by Next and Close (under the watcher's
+	// lock only), hence atomic.
+	queued atomic.Int64
 }
 
 func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
@@ -63,17 +73,45 @@ func (f *feed) publish(changes []*Change) {
 		}
 		f.hist.append(c.Event)
 		f.rev = c.Event.Revision
+		size := c.Event.size()
 		for w := range f.synced {
-			if !w.pushLocked(&c.Event) {
-				delete(f.synced, w)
-				if f.onEvict != nil {
-					f.onEvict()
-				}
+			if !w.pushLocked(&c.Event, size) {
+				f.evictedLocked(w)
 			}
 		}
+		f.trimLocked()
 	}
 	for w := range f.synced {
 		w.advanceLocked(f.rev)
+	}
+}
+
+// evictedLocked takes w, which failed, out of the synced set; f.mu held.
+func (f *feed) evictedLocked(w *Watcher) {
+	delete(f.synced, w)
+	if f.onEvict != nil {
+		f.onEvict()
+	}
+}
+
+// trimLocked ends the slowest watchers — those with the most bytes
+// pending — until the bytes pending in all of them are within
+// totalBytes; f.mu held. Many slow watchers together cannot take more
+// memory than that, whatever each one's own bound.
+func (f *feed) trimLocked() {
+	for f.totalBytes > 0 && f.queued.Load() > int64(f.totalBytes) {
+		var slowest *Watcher
+		most := 0
+		for w := range f.synced {
+			if n := w.pendingBytes(); n > most {
+				slowest, most = w, n
+			}
+		}
+		if slowest == nil {
+			return
+		}
+		slowest.failSlow(fmt.Sprintf("the slowest watcher when more than %d bytes of events were pending in all watchers (--watch-total-bytes)", f.totalBytes))
+		f.evictedLocked(slowest)
 	}
 }
 
@@ -165,6 +203,19 @@ func (f *feed) compactionDue(min uint64) (uint64, bool) {
 	}
 	f.hist.compaction = 0
 	return f.hist.compacted + 1, true
+}
+
+// defaultBound is a byte bound as Options give it: 0 means def, a
+// negative value no bound (0 in the feed).
+func defaultBound(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	default:
+		return v
+	}
 }
 
 func matchLabels(labels, selector map[string]string) bool {

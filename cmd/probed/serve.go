@@ -68,9 +68,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		History:      cfg.history,
 		HistoryBytes: cfg.historyBytes,
 		WatchBuffer:  cfg.watchBuffer,
-		MaxTargets:   cfg.maxTargets,
-		MaxInflight:  cfg.maxInflight,
-		Tick:         cfg.tick,
+		WatchBufferBytes: byteBound(cfg.watchBytes),
+		WatchTotalBytes:  byteBound(cfg.watchTotal),
+		MaxTargets:       cfg.maxTargets,
+		MaxInflight:      cfg.maxInflight,
+		Tick:             cfg.tick,
 	}
 	sec.configure(&engOpts, &checkOpts)
 	engOpts.Checkers = check.New(checkOpts)
