@@ -347,19 +347,25 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 // probe stops, and the preStop sleep (bounded by the termination grace
 // period; none or 0 means at once) runs on the timer wheel, after which the
 // target is removed with a DELETED event. It returns once TERMINATING is
-// durable. Deleting a terminating target changes nothing.
-func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
+// durable. Deleting a terminating target changes nothing, unless
+// WithGracePeriod shortens its drain.
+func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) (*Target, error) {
+	o := deleteOptionsOf(opts)
 	en, err := e.acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if en.status.Phase == Terminating {
+		if o.grace != nil {
+			return e.shortenGrace(ctx, en, *o.grace) // unlocks en
+		}
 		en.mu.Unlock()
 		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
 	}
 	now := e.clock.Now()
 	en.status.Phase = Terminating
 	en.status.DeleteTime = now
+	en.status.DeletionGracePeriod = o.grace
 	var changes []*Change
 	for _, r := range en.runners {
 		if r == nil {
@@ -400,7 +406,7 @@ func (e *Engine) settle(ctx context.Context, done <-chan error, err error, c *Ch
 // counted from its deletion; en.mu held.
 func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
 	sleep, _ := en.spec.PreStopSleep()
-	sleep = min(sleep, en.spec.GracePeriod())
+	sleep = min(sleep, en.gracePeriod())
 	remaining := en.status.DeleteTime.Add(sleep).Sub(now)
 	if remaining <= 0 {
 		e.drains.push(en) // no sleep (or it is over): remove at once

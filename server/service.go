@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
+	"time"
 
+	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/target"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -93,12 +96,20 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
 }
 
-// DeleteTarget starts the graceful removal of a target.
+// DeleteTarget starts the graceful removal of a target, or shortens it.
 func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequest) (*probev1.DeleteTargetResponse, error) {
-	if err := validateName(req.GetName()); err != nil {
+	errs := nameErrors(req.GetName())
+	var opts []engine.DeleteOption
+	if g := req.GracePeriodSeconds; g != nil {
+		if *g < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("gracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+		}
+		opts = append(opts, engine.WithGracePeriod(seconds(*g)))
+	}
+	if err := errs.Err(); err != nil {
 		return nil, toStatus(err)
 	}
-	t, err := s.engine.Delete(ctx, req.GetName())
+	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -152,6 +163,16 @@ func nameErrors(name string) field.List {
 }
 
 func validateName(name string) error { return nameErrors(name).Err() }
+
+// seconds converts n seconds to a Duration, saturating rather than
+// wrapping around.
+func seconds(n int64) time.Duration {
+	const limit = int64(math.MaxInt64 / time.Second)
+	if n > limit {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
+}
 
 func encodePageToken(last string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("after:" + last))
