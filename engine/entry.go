@@ -148,7 +148,7 @@ func (e *Engine) compactIfDue(ctx context.Context) {
 
 // newRunner allocates a wheel ID for a probe of en; en.mu held.
 func (e *Engine) newRunner(en *entry, typ probe.Type, spec *probe.Spec) *runner {
-	r := &runner{entry: en, typ: typ, spec: spec, eff: spec.Effective(), state: probe.Initial(typ)}
+	r := &runner{entry: en, typ: typ, spec: spec, eff: e.effective(spec), state: probe.Initial(typ)}
 	e.slotsMu.Lock()
 	if n := len(e.free); n > 0 {
 		r.id = e.free[n-1]

@@ -206,7 +206,7 @@ func (e *Engine) withLive(t *Target) *Target {
 	out := *t
 	for _, typ := range probe.Types {
 		if p := t.Spec.Probe(typ); p != nil {
-			out.Status.Probes[typ].Effective = p.Effective()
+			out.Status.Probes[typ].Effective = e.effective(p)
 		}
 	}
 	e.mu.Lock()
@@ -290,7 +290,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 				r.gen.Add(1) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
-			r.spec, r.eff = p, p.Effective()
+			r.spec, r.eff = p, e.effective(p)
 			if r.scheduled && r.period() != old {
 				_ = e.wheel.Reschedule(r.id, now.Add(r.period()), r.period())
 			}

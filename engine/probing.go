@@ -191,6 +191,11 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) <-chan e
 // en.mu held.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
 	t := &Target{Spec: en.spec, Status: en.status}
+	for typ, r := range en.runners {
+		if r != nil {
+			t.Status.Probes[typ].Effective = r.eff // floors applied
+		}
+	}
 	ev.Name, ev.Time, ev.Labels = en.name, now, en.spec.Labels
 	ev.Started, ev.Ready, ev.Live = t.Status.Started(), t.Status.Ready(), t.Status.Live()
 	if ev.Kind.Lifecycle() {

@@ -20,6 +20,8 @@ func (e *Engine) restore(t *Target) {
 			continue
 		}
 		r := e.newRunner(en, typ, p)
+		// Published with the floors applied (t is not visible yet).
+		t.Status.Probes[typ].Effective, en.status.Probes[typ].Effective = r.eff, r.eff
 		ps := t.Status.Probes[typ]
 		r.state = probe.State{Result: ps.Result, HasInitialized: ps.HasInitialized}
 		en.runners[typ] = r
@@ -32,6 +34,7 @@ func (e *Engine) restore(t *Target) {
 		}
 		r.checker = c
 	}
+	e.warnFloored(en)
 	e.targets[en.name] = en
 	e.countOwnedLocked(t.Status.Owner, 1)
 }

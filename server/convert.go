@@ -262,15 +262,15 @@ func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
 }
 
 // fromProbeStatus converts the status of a probe; the effective timing is
-// computed from its spec, so it is right also for statuses that carry only
-// the durable fields (events, snapshots).
+// the engine's (with the server's floors applied), or computed from the
+// spec for a status that does not carry it.
 func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStatus {
 	if !p.Present || spec == nil {
 		return nil
 	}
 	return &probev1.ProbeStatus{
 		Result:               toAPI(results, p.Result),
-		Effective:            fromEffective(spec.Effective()),
+		Effective:            fromEffective(effective(p, spec)),
 		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
 		ConsecutiveFailures:  p.ConsecutiveFailures,
 		HasInitialized:       p.HasInitialized,
@@ -280,6 +280,15 @@ func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStat
 		LastLatency:          duration(p.LastLatency),
 		ProbesTotal:          p.ProbesTotal,
 	}
+}
+
+// effective is the timing the engine uses: the status's, which has the
+// server's floors applied, or else the spec's.
+func effective(p *engine.ProbeStatus, spec *probe.Spec) probe.Effective {
+	if p.Effective != (probe.Effective{}) {
+		return p.Effective
+	}
+	return spec.Effective()
 }
 
 func fromEffective(e probe.Effective) *probev1.Effective {
