@@ -62,11 +62,6 @@ type Options struct {
 	History      int // events retained; default 100,000
 	HistoryBytes int // bytes retained (estimated); default 64 MiB
 	WatchBuffer  int // live events a watcher may have pending; default 10,000
-	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
-	// events pending in one watcher (default 16 MiB) and in all of them
-	// (default 128 MiB; beyond it the slowest watchers are ended); -1: no
-	// bound.
-	WatchBufferBytes, WatchTotalBytes int
 	MaxTargets   int // 0: no limit
 	// MaxTargetsPerOwner limits the targets one client identity (see
 	// WithOwner) may have; 0: no limit.
@@ -78,6 +73,12 @@ type Options struct {
 	// MaxWatchers limits the watchers open at once; beyond it Watch fails
 	// with ErrResourceExhausted. 0: no limit.
 	MaxWatchers int
+
+	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
+	// events pending in one watcher (default 16 MiB) and in all of them
+	// (default 128 MiB; beyond it the slowest watchers are ended); -1: no
+	// bound.
+	WatchBufferBytes, WatchTotalBytes int
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS

@@ -63,10 +63,10 @@ type Watcher struct {
 	queue      []Event
 	queueBytes int    // estimated bytes of queue, counted in f.queued
 	rev        uint64 // everything up to rev was queued, returned or filtered out
-	lastSent uint64 // revision of the last event returned by Next
-	err      error  // terminal
-	closed   bool
-	wake     chan struct{}
+	lastSent   uint64 // revision of the last event returned by Next
+	err        error  // terminal
+	closed     bool
+	wake       chan struct{}
 }
 
 type watchFilter struct {
