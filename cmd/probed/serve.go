@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,7 +89,8 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.addr, err)
 	}
-	g := grpc.NewServer(append(sec.grpcOptions(), tel.grpcOptions()...)...)
+	// The service's own options after authentication's (GRPCOptions).
+	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
 	server.New(eng, server.Options{Logger: log, Observer: tel.serverObserver()}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
