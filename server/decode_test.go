@@ -73,7 +73,9 @@ func TestMalformedRequestsAreInvalidArgument(t *testing.T) {
 			codes.InvalidArgument, "the request does not decode as probe.v1.CreateTargetRequest"},
 		{"get: truncated wire data", func() error { return invoke(probev1.ProbeService_GetTarget_FullMethodName, truncated) },
 			codes.InvalidArgument, "the request does not decode as probe.v1.GetTargetRequest"},
-		{"watch: a name that is not UTF-8", func() error { return watch(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), notUTF8)) },
+		{"watch: a name that is not UTF-8", func() error {
+			return watch(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), notUTF8))
+		},
 			codes.InvalidArgument, "the request does not decode as probe.v1.WatchRequest"},
 		{"a well-formed request", func() error { return invoke(probev1.ProbeService_GetTarget_FullMethodName, field1([]byte("nope"))) },
 			codes.NotFound, "not found"},
