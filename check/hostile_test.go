@@ -1,25 +1,16 @@
 package check_test
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
-
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -28,58 +19,6 @@ import (
 // messages, or redirect a probe's credentials elsewhere. Whatever they
 // do, a check ends by its deadline, closes what it opened, and returns a
 // bounded message.
-
-// holdingListener accepts connections and never writes a byte: a TLS
-// handshake or an HTTP/2 preface never finishes. open reports how many
-// connections the client has not closed yet.
-type holdingListener struct {
-	lis  net.Listener
-	open atomic.Int64
-	wg   sync.WaitGroup
-}
-
-func newHoldingListener(t *testing.T) *holdingListener {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &holdingListener{lis: lis}
-	var mu sync.Mutex
-	var conns []net.Conn
-	h.wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			h.open.Add(1)
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			h.wg.Go(func() {
-				// Read (and drop) until the client closes.
-				_, _ = c.Read(make([]byte, 64<<10))
-				for {
-					if _, err := c.Read(make([]byte, 64<<10)); err != nil {
-						break
-					}
-				}
-				h.open.Add(-1)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		_ = lis.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		h.wg.Wait()
-	})
-	return h
-}
 
 // eventually fails t unless cond holds within 5 s. It waits for an
 // effect; it asserts nothing about speed.
@@ -123,8 +62,8 @@ func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHoldingListener(t)
-			host, port := hostPort(t, h.lis.Addr().String())
+			h := probedtest.NewHolding(t)
+			host, port := hostPort(t, h.Addr)
 			c := open(t, check.Options{}, tt.handler(host, port))
 			for i := range checks {
 				out := run(t, c, 100*time.Millisecond)
@@ -134,60 +73,10 @@ func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 			}
 			// Every connection is closed by the end of its check (a leak
 			// kept them all until the process ran out of descriptors).
-			eventually(t, fmt.Sprintf("%d connections still open after %d checks", h.open.Load(), checks),
-				func() bool { return h.open.Load() == 0 })
+			eventually(t, fmt.Sprintf("%d connections still open after %d checks", h.Open(), checks),
+				func() bool { return h.Open() == 0 })
 		})
 	}
-}
-
-// headerServer answers every request with a status line and then header
-// lines from next until it returns "", then an empty body.
-func headerServer(t *testing.T, statusLine string, next func(i int) string) (host string, port int32) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil || line == "\r\n" {
-						break
-					}
-				}
-				w := bufio.NewWriterSize(c, 32<<10)
-				_, err := w.WriteString(statusLine + "\r\n")
-				for i := 0; err == nil; i++ {
-					h := next(i)
-					if h == "" {
-						_, err = w.WriteString("Content-Length: 0\r\n\r\n")
-						break
-					}
-					// Two writes: a concatenation would allocate (and this
-					// test measures the process's allocations).
-					if _, err = w.WriteString(h); err == nil {
-						_, err = w.WriteString("\r\n")
-					}
-				}
-				_ = w.Flush()
-			})
-		}
-	})
-	t.Cleanup(func() {
-		_ = lis.Close()
-		wg.Wait()
-	})
-	return hostPort(t, lis.Addr().String())
 }
 
 // TestHTTPEndlessHeaders: a target answering with endless headers used to
@@ -197,7 +86,7 @@ func headerServer(t *testing.T, statusLine string, next func(i int) string) (hos
 // amount. Not parallel: it measures the allocations of the process.
 func TestHTTPEndlessHeaders(t *testing.T) {
 	line := "X-Endless: " + strings.Repeat("a", 1000)
-	host, port := headerServer(t, "HTTP/1.1 200 OK", func(int) string { return line })
+	host, port := hostPort(t, probedtest.HeaderServer(t, "HTTP/1.1 200 OK", func(int) string { return line }))
 	c := open(t, check.Options{}, probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port}})
 	const checks = 10
 	var before, after runtime.MemStats
@@ -267,7 +156,7 @@ func TestHTTPHostileStatusAndHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			host, port := headerServer(t, tt.statusLine, tt.headers)
+			host, port := hostPort(t, probedtest.HeaderServer(t, tt.statusLine, tt.headers))
 			out := run(t, open(t, check.Options{}, probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port}}), timeout)
 			if out.Result != tt.want || len(out.Message) > probe.MaxMessageBytes || !strings.HasPrefix(out.Message, tt.prefix) ||
 				strings.HasSuffix(out.Message, probe.TruncatedSuffix) != tt.truncated {
@@ -276,16 +165,6 @@ func TestHTTPHostileStatusAndHeaders(t *testing.T) {
 			}
 		})
 	}
-}
-
-// hostileHealth answers Health/Check with an error carrying message.
-type hostileHealth struct {
-	healthpb.UnimplementedHealthServer
-	message string
-}
-
-func (h *hostileHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	return nil, status.Error(codes.Unavailable, h.message)
 }
 
 func TestGRPCHostileStatusMessage(t *testing.T) {
@@ -301,17 +180,8 @@ func TestGRPCHostileStatusMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := grpc.NewServer()
-			healthpb.RegisterHealthServer(s, &hostileHealth{message: strings.Repeat("m", tt.size)})
-			done := make(chan struct{})
-			go func() { defer close(done); _ = s.Serve(lis) }()
-			t.Cleanup(func() { s.Stop(); <-done })
-
-			out := run(t, open(t, check.Options{}, probe.Handler{GRPC: grpcProbe(t, lis, nil, nil)}), timeout)
+			host, port := hostPort(t, probedtest.FailingHealthServer(t, strings.Repeat("m", tt.size)))
+			out := run(t, open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}}), timeout)
 			if out.Result != probe.Failure || len(out.Message) > probe.MaxMessageBytes ||
 				strings.HasSuffix(out.Message, probe.TruncatedSuffix) != tt.truncated {
 				t.Errorf("Check() = %v, %d bytes %.100q; want a failure of at most %d bytes, truncated %v",

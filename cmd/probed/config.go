@@ -104,13 +104,29 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err := c.telemetry.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.security.validate(c.addr); err != nil {
+	if err := c.security.validate(c.listeners()); err != nil {
 		return nil, err
 	}
 	if err := c.ui.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// listener is an address probed listens on, and the flag that sets it.
+type listener struct{ flag, addr string }
+
+// listeners are the addresses probed serves on: the API, and the status
+// page and metrics when they are on.
+func (c *config) listeners() []listener {
+	ls := []listener{{"--addr", c.addr}}
+	if c.ui.addr != "" {
+		ls = append(ls, listener{"--ui-addr", c.ui.addr})
+	}
+	if c.telemetry.metricsAddr != "" {
+		ls = append(ls, listener{"--metrics-addr", c.telemetry.metricsAddr})
+	}
+	return ls
 }
 
 // byteBound converts a byte-bound flag (0: no bound) to the engine's
