@@ -87,7 +87,7 @@ func HeaderServer(t testing.TB, statusLine string, next func(i int) string) stri
 				return
 			}
 			wg.Go(func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				r := bufio.NewReader(c)
 				for {
@@ -101,7 +101,7 @@ func HeaderServer(t testing.TB, statusLine string, next func(i int) string) stri
 				for i := 0; err == nil; i++ {
 					h := next(i)
 					if h == "" {
-						_, err = w.WriteString("Content-Length: 0\r\n\r\n")
+						_, _ = w.WriteString("Content-Length: 0\r\n\r\n")
 						break
 					}
 					// Two writes: a concatenation would allocate, and tests
