@@ -113,6 +113,15 @@ func (f *watchFilter) match(ev *Event) bool {
 	return f.matchTarget(ev.Name, ev.Labels)
 }
 
+// Watch opens a watcher (see WatchOptions and Watcher.Next). A Since older
+// than the retained history is a *CompactedError.
+func (e *Engine) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	return e.feed.watch(o, e.opts.WatchBuffer)
+}
+
 // watch registers a watcher. A Since older than the retained history is a
 // *CompactedError.
 func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
@@ -198,7 +207,7 @@ func (w *Watcher) nextSnapshot() Batch {
 	n := min(len(w.snapshot), maxSnapshotBatch)
 	b := Batch{Events: w.spare[:0], Snapshot: true, Revision: w.snapRev}
 	for _, t := range w.snapshot[:n] {
-		b.Events = append(b.Events, snapshotEvent(t))
+		b.Events = append(b.Events, snapshotEvent(w.f.withEffective(t)))
 	}
 	w.spare = b.Events
 	clear(w.snapshot[:n])

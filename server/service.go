@@ -22,11 +22,11 @@ const (
 // CreateTarget registers a target; see the proto for the contract.
 func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequest) (*probev1.CreateTargetResponse, error) {
 	if req.GetTarget() == nil {
-		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
 	t, err := s.engine.Create(ctx, toSpec(req.GetTarget()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.CreateTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -34,11 +34,11 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 // GetTarget returns one target.
 func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (*probev1.GetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Get(ctx, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -64,11 +64,11 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
 	}
 	if err := errs.Err(); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	ts, more, err := s.engine.List(ctx, listOptions(after, size, req.GetLabelSelector()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	resp := &probev1.ListTargetsResponse{Targets: make([]*probev1.Target, len(ts))}
 	for i, t := range ts {
@@ -87,11 +87,11 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 // UpdateTarget replaces a target's spec in place.
 func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequest) (*probev1.UpdateTargetResponse, error) {
 	if req.GetTarget() == nil {
-		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
 	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -107,11 +107,11 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 		opts = append(opts, engine.WithGracePeriod(seconds(*g)))
 	}
 	if err := errs.Err(); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.DeleteTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -125,12 +125,12 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 			"must be PROBE_TYPE_STARTUP, PROBE_TYPE_LIVENESS or PROBE_TYPE_READINESS"))
 	}
 	if err := errs.Err(); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	at := s.opts.Clock.Now()
 	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	p := &t.Status.Probes[typ]
 	return &probev1.TriggerProbeResponse{
@@ -142,11 +142,11 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 // ResetTarget returns a target's probes to their initial state.
 func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetRequest) (*probev1.ResetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Reset(ctx, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.ResetTargetResponse{Target: fromTarget(t)}, nil
 }

@@ -23,14 +23,15 @@ The command returns at once.
 this deletion: the preStop sleep is cut to it, and 0 removes the target at
 once (kubectl's --grace-period=0 --force). It also shortens the removal of
 a target already terminating.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  probectl delete backend`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var opts []client.DeleteOption
 			switch {
 			case grace >= 0:
 				opts = append(opts, client.GracePeriod(grace))
 			case grace != -1:
-				return fmt.Errorf("--grace-period %d: must be -1 (the target's own) or at least 0", grace)
+				return &usageError{fmt.Errorf("--grace-period %d: must be -1 (the target's own) or at least 0", grace)}
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				t, err := c.Delete(ctx, args[0], opts...)
