@@ -98,7 +98,7 @@ func TestNewSchedReportRatios(t *testing.T) {
 	wheel := modelResult{CPUNsPerFire: 100, RSSBytes: 10 << 20}
 	baseline := modelResult{CPUNsPerFire: 3000, RSSBytes: 300 << 20}
 	wheel.FiresDelivered, wheel.WindowSeconds = 1_000_000, 10 // 100,000 fires/s
-	floor := modelResult{CPUSeconds: 0.6, WindowSeconds: 12} // 0.05 CPU s per s
+	floor := modelResult{CPUSeconds: 0.6, WindowSeconds: 12}  // 0.05 CPU s per s
 	r := newSchedReport(schedConfig{probes: 5, period: 1500 * time.Microsecond}, wheel, baseline, floor)
 	want := schedRatio{CPUPerFire: 30, RSS: 30}
 	if r.Ratio != want || r.PeriodMs != 1.5 {
