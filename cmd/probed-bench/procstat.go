@@ -59,6 +59,16 @@ func procPeakRSS(pid int) (int64, error) {
 	return parseStatusKB(b, "VmHWM")
 }
 
+// procRSS returns the resident set size of process pid (VmRSS in
+// /proc/<pid>/status), in bytes.
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusKB(b, "VmRSS")
+}
+
 // parseStatusKB returns the value of a "Key:   123 kB" line of a
 // /proc/<pid>/status file, in bytes.
 func parseStatusKB(b []byte, key string) (int64, error) {
