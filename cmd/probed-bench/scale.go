@@ -44,12 +44,12 @@ type scaleConfig struct {
 func (c *scaleConfig) register(fs *flag.FlagSet) {
 	targetsFlag(fs, &c.targets)
 	fs.DurationVar(&c.period, "period", 10*time.Second, "probe period of every target")
-	fs.DurationVar(&c.settle, "settle", 10*time.Second, "wait after registration (and after the restart) before the window")
+	fs.DurationVar(&c.settle, "settle", 0, "wait after registration (and after the restart) before the window (0: one period and 5s, so that every target has been probed again, its connection kept alive, after the restart too)")
 	fs.DurationVar(&c.window, "window", 10*time.Second, "measured window: CPU, probes and failures; RSS and goroutines at its end")
 	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write a plot of RSS and goroutines against targets (SVG) to this file")
 	fs.StringVar(&c.compare, "compare", "", "a JSON report of an earlier run (the last line of --json); each figure is printed beside it")
-	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension (needs a probed with --pprof)")
+	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension, and its /metrics beside it (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent CreateTarget calls while registering")
 	fs.IntVar(&c.perListener, "targets-per-listener", 100, "targets sharing one loopback listener (port) of the targets' servers")
 	fs.IntVar(&c.fdMargin, "fd-margin", 3000, "file descriptors of probed's hard limit (ulimit -Hn) kept free of kept-alive connections")
@@ -58,6 +58,9 @@ func (c *scaleConfig) register(fs *flag.FlagSet) {
 func (c *scaleConfig) validate() error {
 	if err := checkTargetsAndPeriod(&c.targets, c.period); err != nil {
 		return err
+	}
+	if c.settle == 0 {
+		c.settle = c.period + 5*time.Second
 	}
 	switch {
 	case c.settle < 0, c.window <= 0:
@@ -424,13 +427,20 @@ func listEvery(ctx context.Context, c *client.Client) (scaleList, error) {
 }
 
 // saveHeapProfile saves the server's heap profile (after a collection) to
-// path.
+// path, and its metrics of the same moment (go_memstats_*: where the RSS
+// that is not heap goes) to path + ".metrics".
 func (p *probedProc) saveHeapProfile(ctx context.Context, path string) error {
 	b, err := p.get(ctx, "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	if b, err = p.get(ctx, "/metrics"); err != nil {
+		return err
+	}
+	return os.WriteFile(path+".metrics", b, 0o600)
 }
 
 // numberedPath inserts n before the extension of path: heap.pb.gz, 1000
