@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -39,18 +41,22 @@ type scaleConfig struct {
 	workers     int
 	perListener int
 	fdMargin    int
+
+	httpShare, keepAliveShare float64
 }
 
 func (c *scaleConfig) register(fs *flag.FlagSet) {
 	targetsFlag(fs, &c.targets)
 	fs.DurationVar(&c.period, "period", 10*time.Second, "probe period of every target")
 	fs.DurationVar(&c.settle, "settle", 0, "wait after registration (and after the restart) before the window (0: one period and 5s, so that every target has been probed again, its connection kept alive, after the restart too)")
-	fs.DurationVar(&c.window, "window", 10*time.Second, "measured window: CPU, probes and failures; RSS and goroutines at its end")
+	fs.DurationVar(&c.window, "window", 0, "measured window: CPU, probes and failures; RSS and goroutines at its end (0: one period, so that every target is probed once in it)")
 	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write a plot of RSS and goroutines against targets (SVG) to this file")
 	fs.StringVar(&c.compare, "compare", "", "a JSON report of an earlier run (the last line of --json); each figure is printed beside it")
 	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension, and its /metrics beside it (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent CreateTarget calls while registering")
+	fs.Float64Var(&c.httpShare, "http", 0.5, "share of the targets probed over HTTP (the others over TCP)")
+	fs.Float64Var(&c.keepAliveShare, "keep-alive", 0.5, "share of the HTTP targets that keep their connection alive (probed's default; the others set disableKeepAlive)")
 	fs.IntVar(&c.perListener, "targets-per-listener", 100, "targets sharing one loopback listener (port) of the targets' servers")
 	fs.IntVar(&c.fdMargin, "fd-margin", 3000, "file descriptors of probed's hard limit (ulimit -Hn) kept free of kept-alive connections")
 }
@@ -62,20 +68,25 @@ func (c *scaleConfig) validate() error {
 	if c.settle == 0 {
 		c.settle = c.period + 5*time.Second
 	}
+	if c.window == 0 {
+		c.window = c.period
+	}
 	switch {
 	case c.settle < 0, c.window <= 0:
 		return fmt.Errorf("--window must be positive, --settle not negative")
 	case c.workers < 1, c.perListener < 1, c.fdMargin < 0:
 		return fmt.Errorf("--workers and --targets-per-listener must be positive, --fd-margin not negative")
+	case c.httpShare < 0, c.httpShare > 1, c.keepAliveShare < 0, c.keepAliveShare > 1:
+		return fmt.Errorf("--http and --keep-alive are shares, from 0 to 1")
 	}
 	return nil
 }
 
-// scaleMix is how many targets of each kind a run registers: half HTTP
-// (half of those keeping their connection alive, probed's default, the
-// other half with disableKeepAlive), half TCP; fewer kept alive when the
-// file descriptor limit would not hold them (the rest are HTTP with a new
-// connection per probe).
+// scaleMix is how many targets of each kind a run registers: by default
+// half HTTP (half of those keeping their connection alive, probed's
+// default, the other half with disableKeepAlive) and half TCP; fewer kept
+// alive when the file descriptor limit would not hold them (the rest are
+// HTTP with a new connection per probe).
 type scaleMix struct {
 	HTTPKeepAlive     int `json:"http_keep_alive"`
 	HTTPNewConnection int `json:"http_new_connection"`
@@ -85,12 +96,12 @@ type scaleMix struct {
 	KeepAliveLimit int `json:"keep_alive_limit,omitempty"`
 }
 
-// newScaleMix returns the mix of n targets with at most keepAliveLimit
-// kept alive (0: no limit).
-func newScaleMix(n, keepAliveLimit int) scaleMix {
-	m := scaleMix{TCP: n / 2} // the odd indexes
-	http := n - m.TCP
-	m.HTTPKeepAlive = (http + 1) / 2
+// newScaleMix returns the mix of n targets, httpShare of them HTTP and
+// keepAliveShare of those kept alive, at most keepAliveLimit (0: no
+// limit).
+func newScaleMix(n int, httpShare, keepAliveShare float64, keepAliveLimit int) scaleMix {
+	http := int(math.Round(float64(n) * httpShare))
+	m := scaleMix{HTTPKeepAlive: int(math.Round(float64(http) * keepAliveShare)), TCP: n - http}
 	if keepAliveLimit > 0 && m.HTTPKeepAlive > keepAliveLimit {
 		m.HTTPKeepAlive, m.KeepAliveLimit = keepAliveLimit, keepAliveLimit
 	}
@@ -98,13 +109,17 @@ func newScaleMix(n, keepAliveLimit int) scaleMix {
 	return m
 }
 
-// kind returns the kind of target i of the mix: even ones are HTTP (the
-// first HTTPKeepAlive of them kept alive), odd ones TCP.
+// kind returns the kind of target i of the mix: the HTTP targets are
+// spread evenly among the TCP ones, the first HTTPKeepAlive of them kept
+// alive.
 func (m scaleMix) kind(i int) (http, keepAlive bool) {
-	if i%2 == 1 {
+	h := m.HTTPKeepAlive + m.HTTPNewConnection
+	n := h + m.TCP
+	before := i * h / n // HTTP targets before i
+	if (i+1)*h/n == before {
 		return false, false
 	}
-	return true, i/2 < m.HTTPKeepAlive
+	return true, before < m.HTTPKeepAlive
 }
 
 // scaleState is what a probed holding the targets costs, measured at the
@@ -151,6 +166,10 @@ type scaleReport struct {
 	StopSeconds    float64    `json:"stop_seconds"`
 	RestartSeconds float64    `json:"restart_seconds"`
 	Restarted      scaleState `json:"restarted"`
+	// LoadAverage is the machine's 1-minute load average at the start and
+	// at the end of the run: on a shared machine, the timings (not the
+	// memory) depend on it.
+	LoadAverage [2]float64 `json:"load_average"`
 }
 
 // runScale is the scale subcommand.
@@ -273,10 +292,11 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	if err != nil {
 		return scaleReport{}, err
 	}
-	r := scaleReport{Targets: n, PeriodMs: ms(cfg.period), Mix: newScaleMix(n, limit), Workers: cfg.workers}
+	r := scaleReport{Targets: n, PeriodMs: ms(cfg.period), Mix: newScaleMix(n, cfg.httpShare, cfg.keepAliveShare, limit), Workers: cfg.workers}
+	r.LoadAverage[0] = loadAverage()
 	if r.Mix.KeepAliveLimit > 0 {
 		fmt.Fprintf(stderr, "scale: the file descriptor limit (ulimit -Hn) allows %d kept-alive connections: %d targets keep theirs alive instead of %d\n",
-			limit, r.Mix.HTTPKeepAlive, newScaleMix(n, 0).HTTPKeepAlive)
+			limit, r.Mix.HTTPKeepAlive, newScaleMix(n, cfg.httpShare, cfg.keepAliveShare, 0).HTTPKeepAlive)
 	}
 	opts := probedOptions{bin: cfg.probedBin, dataDir: dataDir, minPeriod: min(cfg.period, 100*time.Millisecond)}
 	known, err := probedFlags(ctx, cfg.probedBin)
@@ -350,7 +370,19 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	if r.Restarted, err = p.measureState(ctx, cfg, r); err != nil {
 		return scaleReport{}, err
 	}
+	r.LoadAverage[1] = loadAverage()
 	return r, nil
+}
+
+// loadAverage returns the 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
 }
 
 // scaleTarget is target i of mix: one readiness probe of 127.0.0.1:port
@@ -485,8 +517,8 @@ func findScaleReport(rs []scaleReport, n int) *scaleReport {
 
 // printScaleTable prints one report, beside the earlier one if any.
 func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleReport) error {
-	fmt.Fprintf(w, "scale: %d targets (%d HTTP kept alive, %d HTTP new connection, %d TCP) every %v, GOMAXPROCS %d\n\n",
-		r.Targets, r.Mix.HTTPKeepAlive, r.Mix.HTTPNewConnection, r.Mix.TCP, cfg.period, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "scale: %d targets (%d HTTP kept alive, %d HTTP new connection, %d TCP) every %v, GOMAXPROCS %d, load average %.1f → %.1f\n\n",
+		r.Targets, r.Mix.HTTPKeepAlive, r.Mix.HTTPNewConnection, r.Mix.TCP, cfg.period, runtime.GOMAXPROCS(0), r.LoadAverage[0], r.LoadAverage[1])
 	kib := func(b float64) float64 { return b / 1024 }
 	rows := []struct {
 		name string
@@ -547,7 +579,7 @@ func scaleCharts(cfg scaleConfig, reports []scaleReport) []chart {
 		gor[1].points = append(gor[1].points, point{x, float64(r.Restarted.Goroutines)})
 		gor[2].points = append(gor[2].points, point{x, float64(4*runtime.GOMAXPROCS(0) + r.Fresh.ProbesInflight)})
 	}
-	mixNote := fmt.Sprintf("probe every %v, half HTTP (half kept alive), half TCP", cfg.period)
+	mixNote := fmt.Sprintf("probe every %v, %.0f%% HTTP (%.0f%% of those kept alive), the rest TCP", cfg.period, 100*cfg.httpShare, 100*cfg.keepAliveShare)
 	return []chart{
 		{title: "probed RSS against targets (" + mixNote + ")", xLabel: "targets", yLabel: "RSS MiB", logX: true, marks: true, series: rss},
 		{title: "probed goroutines against targets", xLabel: "targets", yLabel: "goroutines", logX: true, marks: true, series: gor},

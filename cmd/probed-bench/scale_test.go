@@ -10,23 +10,27 @@ import (
 
 func TestScaleMix(t *testing.T) {
 	tests := []struct {
-		name  string
-		n     int
-		limit int
-		want  scaleMix
+		name            string
+		n               int
+		http, keepAlive float64
+		limit           int
+		want            scaleMix
 	}{
-		{name: "even", n: 1000, want: scaleMix{HTTPKeepAlive: 250, HTTPNewConnection: 250, TCP: 500}},
-		{name: "odd", n: 7, want: scaleMix{HTTPKeepAlive: 2, HTTPNewConnection: 2, TCP: 3}},
-		{name: "one", n: 1, want: scaleMix{HTTPKeepAlive: 1}},
-		{name: "under the limit", n: 1000, limit: 300, want: scaleMix{HTTPKeepAlive: 250, HTTPNewConnection: 250, TCP: 500}},
-		{name: "over the limit", n: 100_000, limit: 17_000,
+		{name: "even", n: 1000, http: 0.5, keepAlive: 0.5, want: scaleMix{HTTPKeepAlive: 250, HTTPNewConnection: 250, TCP: 500}},
+		{name: "odd", n: 7, http: 0.5, keepAlive: 0.5, want: scaleMix{HTTPKeepAlive: 2, HTTPNewConnection: 2, TCP: 3}},
+		{name: "one", n: 1, http: 0.5, keepAlive: 0.5, want: scaleMix{HTTPKeepAlive: 1}},
+		{name: "TCP only", n: 10, http: 0, keepAlive: 0.5, want: scaleMix{TCP: 10}},
+		{name: "HTTP only, all kept alive", n: 10, http: 1, keepAlive: 1, want: scaleMix{HTTPKeepAlive: 10}},
+		{name: "uneven shares", n: 1000, http: 0.3, keepAlive: 0.1, want: scaleMix{HTTPKeepAlive: 30, HTTPNewConnection: 270, TCP: 700}},
+		{name: "under the limit", n: 1000, http: 0.5, keepAlive: 0.5, limit: 300, want: scaleMix{HTTPKeepAlive: 250, HTTPNewConnection: 250, TCP: 500}},
+		{name: "over the limit", n: 100_000, http: 0.5, keepAlive: 0.5, limit: 17_000,
 			want: scaleMix{HTTPKeepAlive: 17_000, HTTPNewConnection: 33_000, TCP: 50_000, KeepAliveLimit: 17_000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newScaleMix(tt.n, tt.limit)
+			m := newScaleMix(tt.n, tt.http, tt.keepAlive, tt.limit)
 			if m != tt.want {
-				t.Fatalf("newScaleMix(%d, %d) = %+v, want %+v", tt.n, tt.limit, m, tt.want)
+				t.Fatalf("newScaleMix(%d, %v, %v, %d) = %+v, want %+v", tt.n, tt.http, tt.keepAlive, tt.limit, m, tt.want)
 			}
 			var got scaleMix
 			for i := range tt.n {
@@ -48,12 +52,12 @@ func TestScaleMix(t *testing.T) {
 }
 
 func TestScaleTarget(t *testing.T) {
-	m := newScaleMix(4, 0) // HTTP kept alive, TCP, HTTP new connection, TCP
+	m := newScaleMix(4, 0.5, 0.5, 0) // TCP, HTTP kept alive, TCP, HTTP new connection
 	tests := []struct {
 		i          int
 		wantHTTP   bool
 		wantNoKeep bool
-	}{{0, true, false}, {1, false, false}, {2, true, true}, {3, false, false}}
+	}{{0, false, false}, {1, true, false}, {2, false, false}, {3, true, true}}
 	for _, tt := range tests {
 		tg := scaleTarget(tt.i, m, 8080, 10_000_000_000)
 		p := tg.GetReadinessProbe()
@@ -86,7 +90,7 @@ func TestNumberedPath(t *testing.T) {
 }
 
 func TestScaleCompare(t *testing.T) {
-	r := scaleReport{Targets: 1000, Mix: newScaleMix(1000, 0), RegistrationsPerSecond: 2000, Fresh: scaleState{Goroutines: 600}}
+	r := scaleReport{Targets: 1000, Mix: newScaleMix(1000, 0.5, 0.5, 0), RegistrationsPerSecond: 2000, Fresh: scaleState{Goroutines: 600}}
 	before := r
 	before.RegistrationsPerSecond, before.Fresh.Goroutines = 1000, 1200
 	var out bytes.Buffer
@@ -132,7 +136,7 @@ func TestScaleChartsAreSVG(t *testing.T) {
 		{Targets: 1000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 40 << 20, Goroutines: 600}, Restarted: scaleState{RSSBytes: 38 << 20, Goroutines: 590}},
 		{Targets: 10_000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 140 << 20, Goroutines: 5100}, Restarted: scaleState{RSSBytes: 150 << 20, Goroutines: 5000}},
 	}
-	charts := scaleCharts(scaleConfig{period: 10_000_000_000}, reports)
+	charts := scaleCharts(scaleConfig{period: 10_000_000_000, httpShare: 0.5, keepAliveShare: 0.5}, reports)
 	var buf bytes.Buffer
 	if err := writeSVGPanels(&buf, charts...); err != nil {
 		t.Fatal(err)
