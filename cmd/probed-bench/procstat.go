@@ -62,11 +62,27 @@ func procPeakRSS(pid int) (int64, error) {
 // procRSS returns the resident set size of process pid (VmRSS in
 // /proc/<pid>/status), in bytes.
 func procRSS(pid int) (int64, error) {
+	rss, _, _, err := procRSSParts(pid)
+	return rss, err
+}
+
+// procRSSParts returns the resident set size of process pid and its
+// anonymous and file-backed parts (VmRSS, RssAnon, RssFile), in bytes.
+func procRSSParts(pid int) (rss, anon, file int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
-	return parseStatusKB(b, "VmRSS")
+	if rss, err = parseStatusKB(b, "VmRSS"); err != nil {
+		return 0, 0, 0, err
+	}
+	if anon, err = parseStatusKB(b, "RssAnon"); err != nil {
+		return 0, 0, 0, err
+	}
+	if file, err = parseStatusKB(b, "RssFile"); err != nil {
+		return 0, 0, 0, err
+	}
+	return rss, anon, file, nil
 }
 
 // parseStatusKB returns the value of a "Key:   123 kB" line of a

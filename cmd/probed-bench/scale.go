@@ -127,14 +127,19 @@ func (m scaleMix) kind(i int) (http, keepAlive bool) {
 type scaleState struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	RSSBytesPerTarget float64 `json:"rss_bytes_per_target"` // (RSS - the empty server's) / targets
-	PeakRSSBytes      int64   `json:"peak_rss_bytes"`       // over the process's life
-	HeapInuseBytes    int64   `json:"heap_inuse_bytes"`
-	StackInuseBytes   int64   `json:"stack_inuse_bytes"`
-	Goroutines        int     `json:"goroutines"`
-	ProbesInflight    int     `json:"probes_inflight"`
-	ProbesPerSecond   float64 `json:"probes_per_second"` // over the window
-	ProbesFailed      int64   `json:"probes_failed"`     // over the window
-	CPUUsPerProbe     float64 `json:"cpu_us_per_probe"`  // over the window
+	// RSSAnonBytes and RSSFileBytes split RSSBytes: anonymous memory (heap,
+	// stacks) and mapped files (the binary, and the pages of the bbolt
+	// file that probed has touched, which the kernel may drop).
+	RSSAnonBytes    int64   `json:"rss_anon_bytes"`
+	RSSFileBytes    int64   `json:"rss_file_bytes"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"` // over the process's life
+	HeapInuseBytes  int64   `json:"heap_inuse_bytes"`
+	StackInuseBytes int64   `json:"stack_inuse_bytes"`
+	Goroutines      int     `json:"goroutines"`
+	ProbesInflight  int     `json:"probes_inflight"`
+	ProbesPerSecond float64 `json:"probes_per_second"` // over the window
+	ProbesFailed    int64   `json:"probes_failed"`     // over the window
+	CPUUsPerProbe   float64 `json:"cpu_us_per_probe"`  // over the window
 }
 
 // scaleList is the cost of listing every target, page after page.
@@ -409,7 +414,7 @@ func (p *probedProc) measureState(ctx context.Context, cfg scaleConfig, r scaleR
 		return scaleState{}, err
 	}
 	s := scaleState{ProbesPerSecond: w.ProbesPerSecond, ProbesFailed: w.Failed, CPUUsPerProbe: w.CPUUsPerProbe}
-	if s.RSSBytes, err = procRSS(p.pid()); err != nil {
+	if s.RSSBytes, s.RSSAnonBytes, s.RSSFileBytes, err = procRSSParts(p.pid()); err != nil {
 		return scaleState{}, err
 	}
 	if s.PeakRSSBytes, err = p.peakRSS(); err != nil {
@@ -529,6 +534,8 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"empty server RSS MiB", func(r scaleReport) float64 { return mib(r.BaseRSSBytes) }, 1},
 		{"RSS MiB", func(r scaleReport) float64 { return mib(r.Fresh.RSSBytes) }, 1},
 		{"RSS KiB per target", func(r scaleReport) float64 { return kib(r.Fresh.RSSBytesPerTarget) }, 2},
+		{"  anonymous MiB", func(r scaleReport) float64 { return mib(r.Fresh.RSSAnonBytes) }, 1},
+		{"  mapped files MiB", func(r scaleReport) float64 { return mib(r.Fresh.RSSFileBytes) }, 1},
 		{"peak RSS MiB", func(r scaleReport) float64 { return mib(r.Fresh.PeakRSSBytes) }, 1},
 		{"heap in use MiB", func(r scaleReport) float64 { return mib(r.Fresh.HeapInuseBytes) }, 1},
 		{"stacks MiB", func(r scaleReport) float64 { return mib(r.Fresh.StackInuseBytes) }, 1},
@@ -543,6 +550,7 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"restart to serving s", func(r scaleReport) float64 { return r.RestartSeconds }, 3},
 		{"after restart: RSS MiB", func(r scaleReport) float64 { return mib(r.Restarted.RSSBytes) }, 1},
 		{"after restart: KiB per target", func(r scaleReport) float64 { return kib(r.Restarted.RSSBytesPerTarget) }, 2},
+		{"after restart: mapped files MiB", func(r scaleReport) float64 { return mib(r.Restarted.RSSFileBytes) }, 1},
 		{"after restart: goroutines", func(r scaleReport) float64 { return float64(r.Restarted.Goroutines) }, 0},
 		{"after restart: probes/s", func(r scaleReport) float64 { return r.Restarted.ProbesPerSecond }, 0},
 	}
