@@ -38,6 +38,7 @@ type scaleConfig struct {
 	svg         string
 	compare     string
 	heapProfile string
+	replot      string
 	workers     int
 	perListener int
 	fdMargin    int
@@ -53,6 +54,7 @@ func (c *scaleConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write a plot of RSS and goroutines against targets (SVG) to this file")
 	fs.StringVar(&c.compare, "compare", "", "a JSON report of an earlier run (the last line of --json); each figure is printed beside it")
+	fs.StringVar(&c.replot, "replot", "", "run nothing: write the --svg plot of an earlier run's JSON (as --compare reads it)")
 	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension, and its /metrics beside it (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent CreateTarget calls while registering")
 	fs.Float64Var(&c.httpShare, "http", 0.5, "share of the targets probed over HTTP (the others over TCP)")
@@ -78,6 +80,8 @@ func (c *scaleConfig) validate() error {
 		return fmt.Errorf("--workers and --targets-per-listener must be positive, --fd-margin not negative")
 	case c.httpShare < 0, c.httpShare > 1, c.keepAliveShare < 0, c.keepAliveShare > 1:
 		return fmt.Errorf("--http and --keep-alive are shares, from 0 to 1")
+	case c.replot != "" && c.svg == "":
+		return fmt.Errorf("--replot needs --svg")
 	}
 	return nil
 }
@@ -193,6 +197,13 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if cfg.replot != "" {
+		reports, err := readScaleReports(cfg.replot)
+		if err != nil {
+			return err
+		}
+		return writeFile(cfg.svg, func(w io.Writer) error { return writeSVGPanels(w, scaleCharts(reports)...) })
+	}
 	var baseline []scaleReport
 	if cfg.compare != "" {
 		var err error
@@ -227,7 +238,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reports = append(reports, r)
 	}
 	if cfg.svg != "" {
-		if err := writeFile(cfg.svg, func(w io.Writer) error { return writeSVGPanels(w, scaleCharts(cfg, reports)...) }); err != nil {
+		if err := writeFile(cfg.svg, func(w io.Writer) error { return writeSVGPanels(w, scaleCharts(reports)...) }); err != nil {
 			return err
 		}
 	}
@@ -505,7 +516,7 @@ func readScaleReports(path string) ([]scaleReport, error) {
 	}
 	var one scaleReport
 	if err := json.Unmarshal(line, &one); err != nil {
-		return nil, fmt.Errorf("--compare %s: the last line is not a scale report: %w", path, err)
+		return nil, fmt.Errorf("%s: the last line is not a scale report: %w", path, err)
 	}
 	return []scaleReport{one}, nil
 }
@@ -556,16 +567,16 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if before != nil {
-		fmt.Fprintf(tw, "%-30s\tthis run\t--compare\tratio\t\n", "")
+		fmt.Fprintf(tw, "%-32s\tthis run\t--compare\tratio\t\n", "")
 	}
 	for _, row := range rows {
 		v := row.get(r)
 		if before == nil {
-			fmt.Fprintf(tw, "%-30s\t%s\t\n", row.name, f(v, row.prec))
+			fmt.Fprintf(tw, "%-32s\t%s\t\n", row.name, f(v, row.prec))
 			continue
 		}
 		b := row.get(*before)
-		fmt.Fprintf(tw, "%-30s\t%s\t%s\t%s\t\n", row.name, f(v, row.prec), f(b, row.prec), f(ratio(v, b), 2)+"x")
+		fmt.Fprintf(tw, "%-32s\t%s\t%s\t%s\t\n", row.name, f(v, row.prec), f(b, row.prec), f(ratio(v, b), 2)+"x")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -575,7 +586,8 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 }
 
 // scaleCharts plots RSS and goroutines against the number of targets.
-func scaleCharts(cfg scaleConfig, reports []scaleReport) []chart {
+// The period and the mix in the title are the first report's.
+func scaleCharts(reports []scaleReport) []chart {
 	rss := []chartSeries{{name: "fresh (after registration)"}, {name: "after a restart"}, {name: "goal: empty server + 3 KB per target", dashed: true}}
 	gor := []chartSeries{{name: "fresh (after registration)"}, {name: "after a restart"}, {name: "goal: 4 × GOMAXPROCS + probes in flight", dashed: true}}
 	for _, r := range reports {
@@ -587,9 +599,22 @@ func scaleCharts(cfg scaleConfig, reports []scaleReport) []chart {
 		gor[1].points = append(gor[1].points, point{x, float64(r.Restarted.Goroutines)})
 		gor[2].points = append(gor[2].points, point{x, float64(4*runtime.GOMAXPROCS(0) + r.Fresh.ProbesInflight)})
 	}
-	mixNote := fmt.Sprintf("probe every %v, %.0f%% HTTP (%.0f%% of those kept alive), the rest TCP", cfg.period, 100*cfg.httpShare, 100*cfg.keepAliveShare)
+	xLabel := "targets"
+	for _, r := range reports {
+		if r.Mix.KeepAliveLimit > 0 {
+			xLabel = fmt.Sprintf("targets (at %d, %d kept alive: the file descriptor limit)", r.Targets, r.Mix.HTTPKeepAlive)
+		}
+	}
+	mixNote := ""
+	if len(reports) > 0 {
+		r := reports[0]
+		m := r.Mix
+		http := m.HTTPKeepAlive + m.HTTPNewConnection
+		mixNote = fmt.Sprintf(" (probe every %v, %.0f%% HTTP (%.0f%% of those kept alive), the rest TCP)",
+			time.Duration(r.PeriodMs*float64(time.Millisecond)), 100*ratio(float64(http), float64(r.Targets)), 100*ratio(float64(m.HTTPKeepAlive), float64(http)))
+	}
 	return []chart{
-		{title: "probed RSS against targets (" + mixNote + ")", xLabel: "targets", yLabel: "RSS MiB", logX: true, marks: true, series: rss},
-		{title: "probed goroutines against targets", xLabel: "targets", yLabel: "goroutines", logX: true, marks: true, series: gor},
+		{title: "probed RSS against targets" + mixNote, xLabel: xLabel, yLabel: "RSS MiB", logX: true, marks: true, series: rss},
+		{title: "probed goroutines against targets", xLabel: xLabel, yLabel: "goroutines", logX: true, marks: true, series: gor},
 	}
 }

@@ -136,12 +136,39 @@ func TestScaleChartsAreSVG(t *testing.T) {
 		{Targets: 1000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 40 << 20, Goroutines: 600}, Restarted: scaleState{RSSBytes: 38 << 20, Goroutines: 590}},
 		{Targets: 10_000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 140 << 20, Goroutines: 5100}, Restarted: scaleState{RSSBytes: 150 << 20, Goroutines: 5000}},
 	}
-	charts := scaleCharts(scaleConfig{period: 10_000_000_000, httpShare: 0.5, keepAliveShare: 0.5}, reports)
+	charts := scaleCharts(reports)
 	var buf bytes.Buffer
 	if err := writeSVGPanels(&buf, charts...); err != nil {
 		t.Fatal(err)
 	}
 	if counts := svgElements(t, &buf); counts["svg"] != 1 || counts["g"] != 2 || counts["path"] != 6 {
 		t.Errorf("elements %v, want 1 svg, 2 panels (g), 6 paths (3 series each)", counts)
+	}
+}
+
+func TestScaleReplot(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "run.json"), filepath.Join(dir, "plot.svg")
+	report := `[{"targets":1000,"period_ms":10000,"mix":{"http_keep_alive":250,"http_new_connection":250,"tcp":500},"fresh":{"rss_bytes":50000000,"goroutines":600}},` +
+		`{"targets":100000,"period_ms":10000,"mix":{"http_keep_alive":17000,"http_new_connection":33000,"tcp":50000,"keep_alive_limit":17000},"fresh":{"rss_bytes":1500000000,"goroutines":34000}}]`
+	if err := os.WriteFile(in, []byte(report), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"scale", "--replot", in}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "--replot needs --svg") {
+		t.Errorf("--replot without --svg: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run(t.Context(), []string{"scale", "--replot", in, "--svg", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--replot: exit %d, stderr %q", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"probe every 10s, 50% HTTP (50% of those kept alive)", "at 100000, 17000 kept alive"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("plot lacks %q", want)
+		}
 	}
 }
