@@ -44,9 +44,9 @@ type Fire struct {
 }
 
 // Dispatch receives the due fires of one tick of one shard, on the wheel's
-// driver goroutine, with no wheel lock held. (A driver that fell more than a
-// level-0 revolution behind, 4s at the defaults, delivers everything due in
-// one call.) It must not block (it should hand the work off), and it must not
+// driver goroutine, with no wheel lock held. (A driver more than a level-0
+// revolution behind, 4s at the defaults, delivers everything due in a shard
+// in one call.) It must not block (it should hand the work off), and it must not
 // keep the slice, which is reused after it returns. It may call any Wheel
 // method, including Done and Cancel. A fire already in the slice is
 // delivered even if its item is cancelled meanwhile.
