@@ -190,7 +190,8 @@ func startScaleTargets(ctx context.Context, cfg scaleConfig, stderr io.Writer) (
 
 // keepAliveLimit returns how many kept-alive connections probed can hold:
 // its file descriptor hard limit (probed raises its soft limit to it, and
-// it inherits this process's) minus margin; 0 when there is no limit.
+// it inherits this process's) minus margin; 0 when there is no limit. A
+// margin that leaves no room is an error.
 func keepAliveLimit(margin int) (int, error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
@@ -199,7 +200,10 @@ func keepAliveLimit(margin int) (int, error) {
 	if rl.Max > 1<<30 { // RLIM_INFINITY or as good as
 		return 0, nil
 	}
-	return max(0, int(rl.Max)-margin), nil
+	if int(rl.Max) <= margin {
+		return 0, fmt.Errorf("the file descriptor limit (ulimit -Hn) is %d: no room for kept-alive connections beside --fd-margin %d", rl.Max, margin)
+	}
+	return int(rl.Max) - margin, nil
 }
 
 // measureScale runs one probed with n targets through registration, a

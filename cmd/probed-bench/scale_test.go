@@ -25,11 +25,13 @@ func TestKeepAliveLimit(t *testing.T) {
 	if all == 0 {
 		t.Skip("no file descriptor limit here")
 	}
-	for _, margin := range []int{0, 3000, all + 1} {
-		got, err := keepAliveLimit(margin)
-		if want := max(0, all-margin); err != nil || got != want {
-			t.Errorf("keepAliveLimit(%d) = %d, %v; want %d (the hard limit %d minus the margin)", margin, got, err, want, all)
+	for _, margin := range []int{0, 3000, all - 1} {
+		if got, err := keepAliveLimit(margin); err != nil || got != all-margin {
+			t.Errorf("keepAliveLimit(%d) = %d, %v; want %d (the hard limit %d minus the margin)", margin, got, err, all-margin, all)
 		}
+	}
+	if got, err := keepAliveLimit(all); err == nil {
+		t.Errorf("keepAliveLimit(the whole limit) = %d, want an error", got)
 	}
 	if la := loadAverage(); la < 0 {
 		t.Errorf("loadAverage() = %v, want at least 0", la)
