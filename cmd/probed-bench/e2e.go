@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -42,17 +40,7 @@ type e2eConfig struct {
 }
 
 func (c *e2eConfig) register(fs *flag.FlagSet) {
-	fs.Func("targets", "number of targets; a comma-separated list runs each (default 1000)", func(s string) error {
-		c.targets = c.targets[:0]
-		for f := range strings.SplitSeq(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return err
-			}
-			c.targets = append(c.targets, n)
-		}
-		return nil
-	})
+	targetsFlag(fs, &c.targets)
 	fs.DurationVar(&c.period, "period", time.Second, "probe period of every target")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured window of each contestant")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warm-up after registration, before the window")
@@ -63,17 +51,10 @@ func (c *e2eConfig) register(fs *flag.FlagSet) {
 }
 
 func (c *e2eConfig) validate() error {
-	if len(c.targets) == 0 {
-		c.targets = []int{1000}
-	}
-	for _, n := range c.targets {
-		if n < 1 {
-			return fmt.Errorf("--targets must be positive, got %d", n)
-		}
+	if err := checkTargetsAndPeriod(&c.targets, c.period); err != nil {
+		return err
 	}
 	switch {
-	case c.period < time.Millisecond || c.period%time.Millisecond != 0:
-		return fmt.Errorf("--period must be a whole number of milliseconds, at least 1ms")
 	case c.duration <= 0, c.warmup < 0, c.workers < 1, c.windows < 1:
 		return fmt.Errorf("--duration, --workers and --windows must be positive, --warmup not negative")
 	}
@@ -264,7 +245,10 @@ func measureProbed(ctx context.Context, cfg e2eConfig, dataDir string, ports []i
 	}
 	defer func() { _ = p.stop() }()
 	start := time.Now()
-	if err := registerAll(ctx, p.client, ports, cfg.period, noKeepAlive, cfg.workers); err != nil {
+	target := func(i int) *probev1.Target {
+		return httpTarget(fmt.Sprintf("e2e-%05d", i), ports[i], cfg.period, noKeepAlive)
+	}
+	if err := registerAll(ctx, p.client, len(ports), cfg.workers, target); err != nil {
 		return e2eResult{}, err
 	}
 	fmt.Fprintf(stderr, "e2e: registered %d targets in %v\n", len(ports), time.Since(start).Round(time.Millisecond))
@@ -383,8 +367,9 @@ func summarizeLateness(h promHist) *bucketLatency {
 	return &bucketLatency{P50: conv(h.quantile(0.5)), P99: conv(h.quantile(0.99)), Mean: conv(h.mean())}
 }
 
-// registerAll creates one target per port, workers at a time.
-func registerAll(ctx context.Context, c *client.Client, ports []int, period time.Duration, noKeepAlive bool, workers int) error {
+// registerAll creates the targets target(0) … target(n-1), workers at a
+// time.
+func registerAll(ctx context.Context, c *client.Client, n, workers int, target func(i int) *probev1.Target) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := make(chan int)
@@ -393,7 +378,7 @@ func registerAll(ctx context.Context, c *client.Client, ports []int, period time
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				t := httpTarget(fmt.Sprintf("e2e-%05d", i), ports[i], period, noKeepAlive)
+				t := target(i)
 				if _, err := c.Create(ctx, t); err != nil {
 					errs <- fmt.Errorf("create %s: %w", t.GetName(), err)
 					cancel()
@@ -403,7 +388,7 @@ func registerAll(ctx context.Context, c *client.Client, ports []int, period time
 		})
 	}
 feed:
-	for i := range ports {
+	for i := range n {
 		select {
 		case next <- i:
 		case <-ctx.Done():

@@ -106,24 +106,29 @@ func TestChartsAreSVG(t *testing.T) {
 			if err := c.writeSVG(&buf); err != nil {
 				t.Fatal(err)
 			}
-			dec := xml.NewDecoder(&buf)
-			paths := 0
-			for {
-				tok, err := dec.Token()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("not XML: %v", err)
-				}
-				if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
-					paths++
-				}
-			}
-			if paths != len(c.series) {
+			if paths := svgElements(t, &buf)["path"]; paths != len(c.series) {
 				t.Errorf("%d paths, want %d (one per series)", paths, len(c.series))
 			}
 		})
+	}
+}
+
+// svgElements parses an XML document and counts its elements by name.
+func svgElements(t *testing.T, r io.Reader) map[string]int {
+	t.Helper()
+	dec := xml.NewDecoder(r)
+	counts := map[string]int{}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return counts
+		}
+		if err != nil {
+			t.Fatalf("not XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			counts[se.Name.Local]++
+		}
 	}
 }
 
@@ -148,7 +153,7 @@ var probedBin = sync.OnceValues(func() (string, error) {
 	return probedBinary(context.Background(), "test", "", dir, io.Discard)
 })
 
-// TestTinyRuns runs both benchmarks for real, tiny, and checks the shape
+// TestTinyRuns runs the benchmarks of a real probed for real, tiny, and checks the shape
 // of their JSON (no figure is asserted: this machine's timing is not the
 // test's business).
 func TestTinyRuns(t *testing.T) {
@@ -172,6 +177,13 @@ func TestTinyRuns(t *testing.T) {
 				"--probed-bin=" + bin, "--svg=" + filepath.Join(svgDir, "e2e.svg")},
 			wantKeys: []string{"cpu_us_per_probe", "probes_per_second", "rss_bytes", "floor_cpu_us_per_probe",
 				"ratio.kubelet_style_cpu", "keep_alive.lateness_ms.p99", "kubelet_style.probes", "floor.probes"},
+		},
+		{
+			name: "scale",
+			args: []string{"scale", "--targets=6", "--period=200ms", "--settle=300ms", "--window=300ms", "--json",
+				"--probed-bin=" + bin, "--svg=" + filepath.Join(svgDir, "scale.svg"), "--heap-profile=" + filepath.Join(svgDir, "heap.pb.gz")},
+			wantKeys: []string{"registrations_per_second", "mix.http_keep_alive", "base_rss_bytes", "fresh.rss_bytes_per_target",
+				"fresh.goroutines", "fresh.probes_per_second", "list.seconds", "list.pages", "restart_seconds", "restarted.goroutines"},
 		},
 		{
 			name: "coldstart",
@@ -203,8 +215,8 @@ func TestTinyRuns(t *testing.T) {
 			}
 		})
 	}
-	for _, f := range []string{"e2e.svg", "coldstart.svg"} {
-		if b, err := os.ReadFile(filepath.Join(svgDir, f)); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+	for _, f := range []string{"e2e.svg", "coldstart.svg", "scale.svg", "heap-6.pb.gz", "heap-6.pb.gz.metrics"} {
+		if b, err := os.ReadFile(filepath.Join(svgDir, f)); err != nil || !bytes.HasPrefix(b, []byte("<svg")) && !bytes.HasPrefix(b, []byte("\x1f\x8b")) && !bytes.Contains(b, []byte("go_memstats_heap_inuse_bytes")) {
 			t.Errorf("%s: %v, starts %q", f, err, b[:min(len(b), 20)])
 		}
 	}

@@ -11,6 +11,7 @@
 //	sched       the timer wheel against one goroutine and time.Ticker per probe
 //	e2e         a real probed's CPU per HTTP probe, keep-alive vs kubelet style vs a bare client
 //	coldstart   readiness detection latency, pod start to ready event at a Watch client
+//	scale       a real probed holding N targets: registrations/s, RSS, goroutines, restart, list
 package main
 
 import (
@@ -38,6 +39,7 @@ var commands = []command{
 	{name: schedChildCommand, run: runSchedChild},
 	{name: "e2e", summary: "real probed over loopback HTTP targets: CPU per probe vs kubelet style and a bare client", run: runE2E},
 	{name: "coldstart", summary: "readiness detection latency: pod start -> ready event at a Watch client", run: runColdStart},
+	{name: "scale", summary: "a real probed holding N targets: registrations/s, RSS and goroutines per target, restart, list", run: runScale},
 	{name: e2eTargetsCommand, run: runE2ETargets},
 	{name: e2eFloorCommand, run: runE2EFloor},
 }

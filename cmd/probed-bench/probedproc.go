@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
 	"github.com/probed/probed/client"
 )
 
@@ -69,6 +72,10 @@ type probedProc struct {
 	client      *client.Client
 	exited      chan struct{} // closed when the process has exited
 	waitErr     error         // set before exited is closed
+	// startup is the time from the exec to the first call answered:
+	// opening and loading the store, restoring, listening (within the
+	// polling interval of waitReady).
+	startup time.Duration
 }
 
 // probedOptions are the settings of one server.
@@ -111,6 +118,7 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 	args = append(args, opts.extra...)
 	p.cmd = exec.Command(opts.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = stderr, stderr
+	started := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -118,16 +126,31 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
-	if p.client, err = client.Dial(ctx, addr); err != nil {
+	// Reconnect every few ms while the server is not listening yet, so
+	// that the startup is measured, not gRPC's backoff (1s at first).
+	fast := grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: readyPoll, Multiplier: 1, MaxDelay: readyPoll},
+		MinConnectTimeout: time.Second,
+	})
+	if p.client, err = client.Dial(ctx, addr, client.WithDialOptions(fast)); err != nil {
 		_ = p.stop()
 		return nil, err
 	}
-	if err := p.waitReady(ctx, 30*time.Second); err != nil {
+	if err := p.waitReady(ctx, startupLimit); err != nil {
 		_ = p.stop()
 		return nil, err
 	}
+	p.startup = time.Since(started)
 	return p, nil
 }
+
+// readyPoll is how often waitReady calls a starting server, and so the
+// resolution of probedProc.startup.
+const readyPoll = 5 * time.Millisecond
+
+// startupLimit bounds the startup of a server (restoring 100,000 targets
+// takes seconds).
+const startupLimit = 2 * time.Minute
 
 // waitReady waits until the server answers a call.
 func (p *probedProc) waitReady(ctx context.Context, limit time.Duration) error {
@@ -143,7 +166,7 @@ func (p *probedProc) waitReady(ctx context.Context, limit time.Duration) error {
 			return fmt.Errorf("probed exited at start: %w", p.waitErr)
 		case <-ctx.Done():
 			return fmt.Errorf("probed did not answer within %v: %w", limit, err)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(readyPoll):
 		}
 	}
 }
@@ -162,10 +185,20 @@ var errNoMetrics = errors.New("probed has no --metrics-addr")
 
 // scrape reads the server's Prometheus metrics.
 func (p *probedProc) scrape(ctx context.Context) ([]promSample, error) {
+	b, err := p.get(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	return parsePromText(bytes.NewReader(b))
+}
+
+// get GETs path from the server's metrics listener and returns the body
+// of a 200 answer.
+func (p *probedProc) get(ctx context.Context, path string) ([]byte, error) {
 	if p.metricsAddr == "" {
 		return nil, errNoMetrics
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -174,10 +207,14 @@ func (p *probedProc) scrape(ctx context.Context) ([]promSample, error) {
 		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
-	return parsePromText(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return b, nil
 }
 
 // stop ends the server gracefully (SIGTERM), killing it after 10s, and

@@ -59,6 +59,32 @@ func procPeakRSS(pid int) (int64, error) {
 	return parseStatusKB(b, "VmHWM")
 }
 
+// procRSS returns the resident set size of process pid (VmRSS in
+// /proc/<pid>/status), in bytes.
+func procRSS(pid int) (int64, error) {
+	rss, _, _, err := procRSSParts(pid)
+	return rss, err
+}
+
+// procRSSParts returns the resident set size of process pid and its
+// anonymous and file-backed parts (VmRSS, RssAnon, RssFile), in bytes.
+func procRSSParts(pid int) (rss, anon, file int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if rss, err = parseStatusKB(b, "VmRSS"); err != nil {
+		return 0, 0, 0, err
+	}
+	if anon, err = parseStatusKB(b, "RssAnon"); err != nil {
+		return 0, 0, 0, err
+	}
+	if file, err = parseStatusKB(b, "RssFile"); err != nil {
+		return 0, 0, 0, err
+	}
+	return rss, anon, file, nil
+}
+
 // parseStatusKB returns the value of a "Key:   123 kB" line of a
 // /proc/<pid>/status file, in bytes.
 func parseStatusKB(b []byte, key string) (int64, error) {

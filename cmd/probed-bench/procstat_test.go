@@ -61,4 +61,8 @@ func TestProcOfThisProcess(t *testing.T) {
 	if err != nil || rss <= 0 {
 		t.Errorf("procPeakRSS(self) = %d, %v", rss, err)
 	}
+	now, anon, file, err := procRSSParts(os.Getpid())
+	if err != nil || anon <= 0 || file <= 0 || now < anon+file-64<<10 || now > anon+file+64<<10 {
+		t.Errorf("procRSSParts(self) = %d, %d anonymous, %d files, %v; want about their sum", now, anon, file, err)
+	}
 }

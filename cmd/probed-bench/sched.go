@@ -68,6 +68,14 @@ type schedReport struct {
 	Wheel    modelResult `json:"wheel"`
 	Baseline modelResult `json:"baseline"`
 	Ratio    schedRatio  `json:"ratio"`
+	// WakeFloor is one goroutine that sleeps to every tick boundary and
+	// does nothing (the "timers" model with one probe and the tick as
+	// period): what the wheel's driver pays to wake up at all.
+	// WakeFloorNsPerFire spreads its CPU over the wheel's fires (its CPU
+	// per second / the wheel's fires per second): the part of the wheel's
+	// CPU per fire that no scheduler work can save.
+	WakeFloor          modelResult `json:"wake_floor"`
+	WakeFloorNsPerFire float64     `json:"wake_floor_ns_per_fire"`
 	// With --metrics: the wheel with probed's scheduler metrics, and the
 	// extra CPU per fire they cost, in percent.
 	WheelMetrics       *modelResult `json:"wheel_metrics,omitempty"`
@@ -82,7 +90,7 @@ type schedRatio struct {
 }
 
 // newSchedReport assembles the report of one run.
-func newSchedReport(cfg schedConfig, wheel, baseline modelResult) schedReport {
+func newSchedReport(cfg schedConfig, wheel, baseline, floor modelResult) schedReport {
 	return schedReport{
 		Probes:   cfg.probes,
 		PeriodMs: ms(cfg.period),
@@ -92,7 +100,17 @@ func newSchedReport(cfg schedConfig, wheel, baseline modelResult) schedReport {
 			CPUPerFire: ratio(baseline.CPUNsPerFire, wheel.CPUNsPerFire),
 			RSS:        ratio(float64(baseline.RSSBytes), float64(wheel.RSSBytes)),
 		},
+		WakeFloor:          floor,
+		WakeFloorNsPerFire: 1e9 * ratio(ratio(floor.CPUSeconds, floor.WindowSeconds), ratio(float64(wheel.FiresDelivered), wheel.WindowSeconds)),
 	}
+}
+
+// wakeFloorArgs are the child arguments of the wake-up floor of cfg's
+// wheel: one goroutine waking at every tick.
+func wakeFloorArgs(cfg schedConfig) []string {
+	floor := cfg
+	floor.probes, floor.period = 1, cfg.tick
+	return append([]string{schedChildCommand, "--model=timers"}, floor.args()...)
 }
 
 func ratio(a, b float64) float64 {
@@ -137,7 +155,12 @@ func runSched(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			results["wheel+metrics"] = res
 		}
 	}
-	report := newSchedReport(cfg, results["wheel"], results["baseline"])
+	fmt.Fprintf(stderr, "sched: running the wake-up floor: one goroutine waking every %v, %v warm-up + %v measured\n", cfg.tick, cfg.warmup, cfg.duration)
+	var floor modelResult
+	if err := runChild(ctx, stderr, &floor, wakeFloorArgs(cfg)...); err != nil {
+		return err
+	}
+	report := newSchedReport(cfg, results["wheel"], results["baseline"], floor)
 	if m, ok := results["wheel+metrics"]; ok {
 		overhead := metricsOverhead(report.Wheel, m)
 		report.WheelMetrics, report.MetricsOverheadPct = &m, &overhead
@@ -181,6 +204,8 @@ func printSchedTable(w io.Writer, cfg schedConfig, r schedReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nwake-up floor: one goroutine waking every %v uses %s CPU s per s = %s ns per wheel fire; the wheel's own work: %s ns per fire\n",
+		cfg.tick, f(ratio(r.WakeFloor.CPUSeconds, r.WakeFloor.WindowSeconds), 4), f(r.WakeFloorNsPerFire, 1), f(wh.CPUNsPerFire-r.WakeFloorNsPerFire, 1))
 	if m := r.WheelMetrics; m != nil {
 		fmt.Fprintf(w, "\nwheel with metrics: cpu ns per fire %s (without %s): %+.1f%%; lateness p99 ms %s (without %s)\n",
 			f(m.CPUNsPerFire, 1), f(wh.CPUNsPerFire, 1), *r.MetricsOverheadPct, f(m.LatenessMs.P99, 3), f(wh.LatenessMs.P99, 3))

@@ -74,9 +74,10 @@ func wheelOptions(cfg schedConfig) []wheel.Option {
 
 // startTimers is a diagnostic: each probe is a goroutine that re-arms one
 // time.Timer for the next point of its grid (start + n*period) and does
-// nothing else. With --probes set to the wheel's number of shards and
-// --period to its tick, it measures the floor under the wheel's drivers: the
-// cost and the lateness of waking a goroutine at every tick.
+// nothing else. With --probes=1 and --period set to the wheel's tick (as
+// the sched command's wake-up floor runs it), it measures the floor under
+// the wheel's driver: the cost and the lateness of waking a goroutine at
+// every tick.
 func startTimers(ctx context.Context, cfg schedConfig, rec *recorder) (func(), error) {
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -56,8 +56,8 @@ var modelKeys = []string{
 }
 
 func wantReportKeys() []string {
-	want := []string{"baseline", "period_ms", "probes", "ratio", "ratio.cpu_per_fire", "ratio.rss", "wheel"}
-	for _, side := range []string{"baseline", "wheel"} {
+	want := []string{"baseline", "period_ms", "probes", "ratio", "ratio.cpu_per_fire", "ratio.rss", "wake_floor", "wake_floor_ns_per_fire", "wheel"}
+	for _, side := range []string{"baseline", "wake_floor", "wheel"} {
 		for _, k := range modelKeys {
 			want = append(want, side+"."+k)
 		}
@@ -85,7 +85,7 @@ func TestMeasureModelInProcess(t *testing.T) {
 			results[name] = res
 		})
 	}
-	report := newSchedReport(tiny, results["wheel"], results["baseline"])
+	report := newSchedReport(tiny, results["wheel"], results["baseline"], results["timers"])
 	if diff := cmp.Diff(wantReportKeys(), keys(t, report)); diff != "" {
 		t.Errorf("report keys (-want +got):\n%s", diff)
 	}
@@ -97,13 +97,18 @@ func TestMeasureModelInProcess(t *testing.T) {
 func TestNewSchedReportRatios(t *testing.T) {
 	wheel := modelResult{CPUNsPerFire: 100, RSSBytes: 10 << 20}
 	baseline := modelResult{CPUNsPerFire: 3000, RSSBytes: 300 << 20}
-	r := newSchedReport(schedConfig{probes: 5, period: 1500 * time.Microsecond}, wheel, baseline)
+	wheel.FiresDelivered, wheel.WindowSeconds = 1_000_000, 10 // 100,000 fires/s
+	floor := modelResult{CPUSeconds: 0.6, WindowSeconds: 12}  // 0.05 CPU s per s
+	r := newSchedReport(schedConfig{probes: 5, period: 1500 * time.Microsecond}, wheel, baseline, floor)
 	want := schedRatio{CPUPerFire: 30, RSS: 30}
 	if r.Ratio != want || r.PeriodMs != 1.5 {
 		t.Errorf("ratio = %+v, period_ms = %v, want %+v, 1.5", r.Ratio, r.PeriodMs, want)
 	}
-	if got := newSchedReport(tiny, modelResult{}, baseline).Ratio; got != (schedRatio{}) {
-		t.Errorf("ratio against an empty wheel result = %+v, want zeros", got)
+	if math.Abs(r.WakeFloorNsPerFire-500) > 1e-9 {
+		t.Errorf("wake_floor_ns_per_fire = %v, want 500 (0.05 CPU s per s / 100,000 fires per s)", r.WakeFloorNsPerFire)
+	}
+	if got := newSchedReport(tiny, modelResult{}, baseline, floor); got.Ratio != (schedRatio{}) || got.WakeFloorNsPerFire != 0 {
+		t.Errorf("ratio against an empty wheel result = %+v, floor %v ns per fire, want zeros", got.Ratio, got.WakeFloorNsPerFire)
 	}
 	if math.IsNaN(modelResult{}.deliveredRatio()) {
 		t.Errorf("deliveredRatio of an empty result is NaN")
@@ -111,8 +116,8 @@ func TestNewSchedReportRatios(t *testing.T) {
 }
 
 // TestSchedEndToEnd runs the sched command as a user would: each model in
-// a child process (the test binary, see TestMain), a table, then JSON on
-// the last line.
+// a child process (the test binary, see TestMain), and the wake-up floor,
+// a table, then JSON on the last line.
 func TestSchedEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two child processes")
@@ -136,7 +141,10 @@ func TestSchedEndToEnd(t *testing.T) {
 	if diff := cmp.Diff(wantReportKeys(), keys(t, generic)); diff != "" {
 		t.Errorf("JSON keys (-want +got):\n%s", diff)
 	}
-	if report.Probes != tiny.probes || report.Wheel.FiresExpected <= 0 || report.Baseline.FiresExpected <= 0 {
-		t.Errorf("report = %+v, want both sides measured", report)
+	if report.Probes != tiny.probes || report.Wheel.FiresExpected <= 0 || report.Baseline.FiresExpected <= 0 || report.WakeFloor.FiresDelivered <= 0 {
+		t.Errorf("report = %+v, want both sides and the wake-up floor measured", report)
+	}
+	if !bytes.Contains(stdout.Bytes(), []byte("wake-up floor")) {
+		t.Errorf("stdout has no wake-up floor line:\n%s", stdout.String())
 	}
 }

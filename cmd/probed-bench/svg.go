@@ -49,11 +49,40 @@ const (
 var palette = []string{"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f"}
 
 // writeSVG writes the chart as an SVG document.
-func (c chart) writeSVG(w io.Writer) error {
+func (c chart) writeSVG(w io.Writer) error { return writeSVGPanels(w, c) }
+
+// writeSVGPanels writes charts one above the other as one SVG document.
+func writeSVGPanels(w io.Writer, charts ...chart) error {
 	bw := bufio.NewWriter(w)
+	height := 0
+	for _, c := range charts {
+		height += c.height()
+	}
+	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, height, svgWidth, height)
+	fmt.Fprintf(bw, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	y := 0
+	for _, c := range charts {
+		fmt.Fprintf(bw, `<g transform="translate(0 %d)">`+"\n", y)
+		c.writeBody(bw)
+		fmt.Fprintln(bw, "</g>")
+		y += c.height()
+	}
+	fmt.Fprintln(bw, "</svg>")
+	return bw.Flush()
+}
+
+// height is the height of the chart in pixels: title, plot, axis and
+// legend.
+func (c chart) height() int {
+	return svgTop + svgPlotHeight + svgAxisSpace + svgLegendEntry*len(c.series) + 10
+}
+
+// writeBody writes the elements of the chart, its top left corner at the
+// origin.
+func (c chart) writeBody(bw *bufio.Writer) {
 	xmin, xmax, ymax := c.bounds()
 	plotW := float64(svgWidth - svgLeft - svgRight)
-	height := svgTop + svgPlotHeight + svgAxisSpace + svgLegendEntry*len(c.series) + 10
 	sx := func(x float64) float64 {
 		if c.logX {
 			x = math.Max(x, xmin)
@@ -65,9 +94,6 @@ func (c chart) writeSVG(w io.Writer) error {
 		return svgTop + svgPlotHeight*(1-math.Min(y, ymax)/ymax)
 	}
 	esc := html.EscapeString
-	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		svgWidth, height, svgWidth, height)
-	fmt.Fprintf(bw, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(bw, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", svgLeft, esc(c.title))
 
 	// Grid and ticks.
@@ -111,8 +137,6 @@ func (c chart) writeSVG(w io.Writer) error {
 		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", svgLeft, ly, svgLeft+30, ly, color, dash)
 		fmt.Fprintf(bw, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft+38, ly+4, esc(s.name))
 	}
-	fmt.Fprintln(bw, "</svg>")
-	return bw.Flush()
 }
 
 // bounds returns the axis ranges: x from the data (whole decades on a log

@@ -28,6 +28,7 @@ type telemetryConfig struct {
 	targetLabel bool
 	traceRatio  float64
 	propagate   bool
+	pprof       bool
 
 	// listening, if set, is called with the metrics listener's address
 	// once it listens (tests use it with --metrics-addr 127.0.0.1:0).
@@ -39,6 +40,7 @@ func (c *telemetryConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.targetLabel, "metrics-target-label", false, "add a target label to the per-probe metrics (one series per target: mind the cardinality)")
 	fs.Float64Var(&c.traceRatio, "trace-ratio", 0, "fraction of probe executions traced, 0 to 1 (spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.BoolVar(&c.propagate, "trace-propagate", false, "send the W3C trace context (traceparent) to HTTP probe targets")
+	fs.BoolVar(&c.pprof, "pprof", false, "also serve the Go runtime's profiles (net/http/pprof) under "+pprofPath+" on --metrics-addr, protected as "+metricsPath+" is")
 }
 
 func (c *telemetryConfig) validate() error {
@@ -49,6 +51,9 @@ func (c *telemetryConfig) validate() error {
 		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
 			return fmt.Errorf("--metrics-addr %q: %w", c.metricsAddr, err)
 		}
+	}
+	if c.pprof && c.metricsAddr == "" {
+		return fmt.Errorf("--pprof serves on the metrics listener: it needs --metrics-addr")
 	}
 	return nil
 }
@@ -89,6 +94,9 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, sec.protect(tel.Handler()))
+	if c.pprof {
+		handlePprof(mux, sec.protect)
+	}
 	t.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -107,6 +115,9 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 		}
 	})
 	log.Info("metrics serving", "url", scheme+"://"+lis.Addr().String()+metricsPath)
+	if c.pprof {
+		log.Info("pprof serving", "url", scheme+"://"+lis.Addr().String()+pprofPath)
+	}
 	if c.listening != nil {
 		c.listening(lis.Addr())
 	}

@@ -103,15 +103,16 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-// TestMetricsEndpointProtected checks that /metrics is served as the API
-// is: over TLS with the API's certificate, and only with a credential.
-func TestMetricsEndpointProtected(t *testing.T) {
+// TestMetricsListenerProtected checks that /metrics and, with --pprof, the
+// profiles are served as the API is: over TLS with the API's certificate,
+// and only with a credential.
+func TestMetricsListenerProtected(t *testing.T) {
 	p := newPKI(t)
-	cfg := testConfig(t, p.tlsArgs("--auth-token-file", tokenFile(t, aliceToken+" alice"))...)
+	cfg := testConfig(t, p.tlsArgs("--pprof", "--auth-token-file", tokenFile(t, aliceToken+" alice"))...)
 	metricsAddr := make(chan net.Addr, 1)
 	cfg.telemetry.listening = func(a net.Addr) { metricsAddr <- a }
 	startServer(t, cfg)
-	url := "https://" + (<-metricsAddr).String() + "/metrics"
+	base := "https://" + (<-metricsAddr).String()
 
 	caPEM, err := os.ReadFile(p.caFile)
 	if err != nil {
@@ -121,28 +122,47 @@ func TestMetricsEndpointProtected(t *testing.T) {
 	roots.AppendCertsFromPEM(caPEM)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer hc.CloseIdleConnections()
-	get := func(token string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+	tests := []struct{ path, want string }{
+		{path: "/metrics", want: "probed_targets"},
+		{path: "/debug/pprof/", want: "goroutine"},
+		{path: "/debug/pprof/heap?debug=1", want: "heap profile:"},
+		{path: "/debug/pprof/cmdline", want: "probed"},
 	}
-	if code, _ := get(""); code != http.StatusUnauthorized {
-		t.Errorf("GET /metrics without a token: %d, want 401", code)
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			if code, _ := getWithToken(t, hc, base+tt.path, ""); code != http.StatusUnauthorized {
+				t.Errorf("without a token: %d, want 401", code)
+			}
+			if code, _ := getWithToken(t, hc, base+tt.path, bobToken); code != http.StatusUnauthorized {
+				t.Errorf("with an unknown token: %d, want 401", code)
+			}
+			code, body := getWithToken(t, hc, base+tt.path, aliceToken)
+			if code != http.StatusOK || !strings.Contains(body, tt.want) {
+				t.Errorf("with a token: %d, want 200 with %q:\n%.2000s", code, tt.want, body)
+			}
+		})
 	}
-	if code, _ := get(bobToken); code != http.StatusUnauthorized {
-		t.Errorf("GET /metrics with an unknown token: %d, want 401", code)
+}
+
+// getWithToken GETs url with hc, with a bearer token unless it is "", and
+// returns the status code and the body.
+func getWithToken(t *testing.T, hc *http.Client, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code, body := get(aliceToken)
-	if code != http.StatusOK || !strings.Contains(body, "probed_targets") {
-		t.Errorf("GET /metrics with a token: %d, want 200 with the metrics:\n%s", code, body)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
 }

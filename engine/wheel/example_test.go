@@ -31,9 +31,9 @@ func Example() {
 	go func() { done <- w.Run(ctx) }()
 
 	for range 3 {
-		_ = clock.BlockUntilContext(ctx, w.Shards()) // the driver sleeps
+		_ = clock.BlockUntilContext(ctx, 1) // the driver sleeps on its one timer
 		clock.Advance(50 * time.Millisecond)
-		_ = clock.BlockUntilContext(ctx, w.Shards()) // and has delivered
+		_ = clock.BlockUntilContext(ctx, 1) // and has delivered
 		for len(runs) > 0 {
 			f := <-runs
 			fmt.Printf("probe %d due at +%v, run at +%v\n", f.ID, f.Due.Sub(start), clock.Since(start))

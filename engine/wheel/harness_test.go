@@ -60,7 +60,7 @@ func newHarness(t *testing.T, done bool, opts ...wheel.Option) *harness {
 	return h
 }
 
-// start runs the wheel until the test ends and waits until its drivers are
+// start runs the wheel until the test ends and waits until its driver is
 // parked.
 func (h *harness) start() *harness {
 	h.t.Helper()
@@ -78,18 +78,18 @@ func (h *harness) start() *harness {
 	return h
 }
 
-// park waits until every driver sleeps on its timer, which implies that it
-// has delivered everything that was due.
+// park waits until the driver sleeps on its one timer, which implies that
+// it has delivered everything that was due in every shard.
 func (h *harness) park() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := h.clock.BlockUntilContext(ctx, h.w.Shards()); err != nil {
-		h.t.Fatalf("drivers not parked: %v", err)
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		h.t.Fatalf("driver not parked: %v", err)
 	}
 }
 
-// advance moves the clock by d once the drivers are parked, then waits
+// advance moves the clock by d once the driver is parked, then waits
 // until they have handled it.
 func (h *harness) advance(d time.Duration) {
 	h.t.Helper()

@@ -266,7 +266,7 @@ func (r *ring) sweep(now int64, due []entry) []entry {
 			r.insert(e)
 		}
 	}
-	r.scratch = all[:0]
+	r.scratch = shrink(all[:0]) // a sweep is rare: do not keep a batch of every entry
 	return due
 }
 

@@ -169,3 +169,22 @@ func TestLocate(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDoesNotKeepItsBatch checks that a ring that caught up with a
+// sweep (more than a revolution behind) does not keep a batch of every
+// entry afterwards.
+func TestSweepDoesNotKeepItsBatch(t *testing.T) {
+	const n = 10 * retainBatch
+	r := newRing(1000, MinSlots, 0)
+	r.grow(n - 1)
+	for id := range int32(n) {
+		r.insert(entry{due: int64(id) * 1000, period: 1000, id: id})
+	}
+	due, more := r.advance(10*MinSlots*MinSlots, nil)
+	if len(due) != n || more {
+		t.Fatalf("advance far ahead = %d entries, more %v; want all %d in one batch", len(due), more, n)
+	}
+	if cap(r.scratch) > retainBatch {
+		t.Errorf("after the sweep the ring keeps a batch of %d entries, want at most %d", cap(r.scratch), retainBatch)
+	}
+}

@@ -47,13 +47,13 @@ func newStepper(tb testing.TB, n int) *stepper {
 			tb.Fatal(err)
 		}
 	}
-	st.w.shards[0].pass(false)
+	st.w.pass(false)
 	return st
 }
 
 func (st *stepper) step() {
 	st.clock.now = st.clock.now.Add(time.Millisecond)
-	st.w.shards[0].pass(true)
+	st.w.pass(true)
 }
 
 func TestFirePathDoesNotAllocate(t *testing.T) {

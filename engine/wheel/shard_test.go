@@ -2,6 +2,7 @@ package wheel_test
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func BenchmarkFire(b *testing.B) {
 	go func() { _ = w.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	park := func() {
-		if err := clock.BlockUntilContext(ctx, w.Shards()); err != nil {
+		if err := clock.BlockUntilContext(ctx, 1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -107,5 +108,57 @@ func BenchmarkFire(b *testing.B) {
 	if f := fires.Load(); f > 0 {
 		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(f), "ns/fire")
 		b.ReportMetric(float64(f)/float64(b.N), "fires/op")
+	}
+}
+
+// TestOneDriverServesEveryShard checks that the one driver sleeps until the
+// earliest work of any shard: an earlier item in any shard wakes it, and an
+// item scheduled from Dispatch into a shard the current pass has already
+// visited (or not yet) fires on its own tick.
+func TestOneDriverServesEveryShard(t *testing.T) {
+	const shards = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(shards)) // WithShards is capped at GOMAXPROCS
+	ms := time.Millisecond
+	t.Run("an earlier item in any shard wakes the driver", func(t *testing.T) {
+		h := newHarness(t, true, wheel.WithShards(shards)).start()
+		if h.w.Shards() != shards {
+			t.Fatalf("Shards() = %d, want %d", h.w.Shards(), shards)
+		}
+		if err := h.w.Schedule(0, at(time.Hour), time.Hour); err != nil {
+			t.Fatalf("Schedule() = %v", err)
+		}
+		for id := wheel.ID(1); id < shards; id++ {
+			due := h.clock.Since(epoch) + 3*ms
+			if err := h.w.Schedule(id, at(due), time.Hour); err != nil {
+				t.Fatalf("Schedule(%d) = %v", id, err)
+			}
+			expectFires(t, h, id, ms, due)
+		}
+	})
+	tests := []struct {
+		name     string
+		src, dst wheel.ID // shard = id % shards; the driver visits shards in order
+	}{
+		{name: "into a shard visited earlier in the pass", src: shards - 1, dst: 0},
+		{name: "into a shard visited later in the pass", src: 0, dst: shards - 1},
+		{name: "into the same shard", src: 1, dst: 1 + shards},
+	}
+	for _, tt := range tests {
+		t.Run("scheduled from Dispatch "+tt.name, func(t *testing.T) {
+			h := newHarness(t, true, wheel.WithShards(shards))
+			h.onFire = func(f wheel.Fire) {
+				if f.ID == tt.src {
+					if err := h.w.Schedule(tt.dst, f.Due.Add(ms), time.Hour); err != nil {
+						t.Errorf("Schedule() from Dispatch = %v", err)
+					}
+				}
+			}
+			h.start()
+			if err := h.w.Schedule(tt.src, at(5*ms), time.Hour); err != nil {
+				t.Fatalf("Schedule() = %v", err)
+			}
+			expectFires(t, h, tt.src, ms, 5*ms)
+			expectFires(t, h, tt.dst, ms, 6*ms)
+		})
 	}
 }

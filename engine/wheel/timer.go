@@ -22,7 +22,7 @@ func (w *Wheel) After(d time.Duration, f func()) *Timer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.newTimerLocked(f)
-	s.wakeForLocked(s.timers.insert(entry{due: due, id: i}))
+	s.w.wakeFor(s.timers.insert(entry{due: due, id: i}))
 	return &Timer{s: s, i: i, gen: s.timerGens[i]}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,10 +45,10 @@ type Fire struct {
 	Due time.Time // the scheduled time of this fire, on the item's grid
 }
 
-// Dispatch receives the due fires of one tick of one shard, on that shard's
-// driver goroutine, with no wheel lock held. (A driver that fell more than a
-// level-0 revolution behind, 4s at the defaults, delivers everything due in
-// one call.) It must not block (it should hand the work off), and it must not
+// Dispatch receives the due fires of one tick of one shard, on the wheel's
+// driver goroutine, with no wheel lock held. (A driver more than a level-0
+// revolution behind, 4s at the defaults, delivers everything due in a shard
+// in one call.) It must not block (it should hand the work off), and it must not
 // keep the slice, which is reused after it returns. It may call any Wheel
 // method, including Done and Cancel. A fire already in the slice is
 // delivered even if its item is cancelled meanwhile.
@@ -68,6 +67,7 @@ type Wheel struct {
 	divM     uint64        // ceil(2^64 / nshards): divides ids by nshards without a division
 	next     atomic.Uint32 // round robin of After over the shards
 	running  atomic.Bool
+	drv      driver
 }
 
 // New returns a wheel that reads time from clock and hands due fires to
@@ -87,31 +87,29 @@ func New(clock clockwork.Clock, dispatch Dispatch, opts ...Option) *Wheel {
 		nshards:  uint32(o.shards),
 		divM:     ^uint64(0)/uint64(o.shards) + 1,
 	}
+	w.drv.init(o.tick)
 	for i := range w.shards {
 		w.shards[i] = newShard(w, uint32(i), o.slots)
 	}
 	return w
 }
 
-// Shards returns the number of shards, which is also the number of driver
-// goroutines and of clock timers Run holds while the wheel is idle.
+// Shards returns the number of shards (locks and slabs the items are
+// spread over). However many there are, one driver serves them all, and
+// Run holds one clock timer while it waits.
 func (w *Wheel) Shards() int { return len(w.shards) }
 
-// Run starts one driver goroutine per shard and blocks until ctx is done;
-// then it stops the drivers, waits for them (and so for any running Dispatch
-// call) and returns nil. It returns ErrRunning if the wheel is already
-// running. The wheel may be run again after Run returns; fires that fell due
-// meanwhile are handled as late.
+// Run drives the wheel on the calling goroutine until ctx is done: it hands
+// due fires to Dispatch and runs due timers. When ctx is done it returns
+// nil, after any running Dispatch call has returned. It returns ErrRunning
+// if the wheel is already running. The wheel may be run again after Run
+// returns; fires that fell due meanwhile are handled as late.
 func (w *Wheel) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer w.running.Store(false)
-	var wg sync.WaitGroup
-	for _, s := range w.shards {
-		wg.Go(func() { s.run(ctx) })
-	}
-	wg.Wait()
+	w.drive(ctx)
 	return nil
 }
 

@@ -1,0 +1,188 @@
+package wheel
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// idleSleep is how long the driver sleeps when nothing is scheduled;
+// inserting an item wakes it earlier.
+const idleSleep = time.Hour
+
+// notArmed is driver.wakeAt when every insert must take the driver's lock:
+// the driver is in a pass, not running, or not sleeping on its timer.
+const notArmed = math.MaxInt64
+
+// driver is the state of the wheel's one driver goroutine: the clock timer
+// it sleeps on and what it was armed for. One driver serves every shard, so
+// a tick with work costs one wake-up however many shards there are.
+type driver struct {
+	wake chan struct{} // one slot: an earlier item was inserted
+	idle int64         // idleSleep in ticks
+
+	// wakeAt is armedTick while the driver sleeps on its timer, else
+	// notArmed. An insert due at or after it needs nothing from the driver
+	// and reads it without the lock: the driver stores notArmed (under mu)
+	// before a pass visits any shard, and an insert holds its shard's lock,
+	// so either that pass sees the insert or the insert sees notArmed.
+	wakeAt atomic.Int64
+
+	mu        sync.Mutex
+	timer     clockwork.Timer // guarded by mu; written only by the driver, nil when it is not running
+	armed     bool            // guarded by mu; timer is set for armedTick and has not fired
+	armedTick int64           // guarded by mu
+	passing   bool            // guarded by mu; the driver is in a pass and re-arms at its end
+	pending   int64           // guarded by mu; earliest tick inserted during the pass
+}
+
+func (d *driver) init(tick time.Duration) {
+	d.wake = make(chan struct{}, 1)
+	d.idle = max(1, int64(idleSleep/tick))
+	d.wakeAt.Store(notArmed)
+}
+
+// drive is the driver: it handles what is due in every shard, sleeps until
+// the next tick with work in any shard (or a wake-up), and repeats until
+// ctx is done.
+func (w *Wheel) drive(ctx context.Context) {
+	d := &w.drv
+	defer w.stopDriver()
+	select { // a wake-up sent before Run is stale: the first pass sees all
+	case <-d.wake:
+	default:
+	}
+	fired := false
+	for {
+		for w.pass(fired) { // behind: the next tick is already due
+			fired = false
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.timer.Chan():
+			fired = true
+		case <-d.wake:
+			fired = false
+		}
+	}
+}
+
+// stopDriver releases the driver's timer.
+func (w *Wheel) stopDriver() {
+	d := &w.drv
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wakeAt.Store(notArmed)
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer, d.armed = nil, false
+	}
+	d.passing = false
+}
+
+// pass handles everything due in every shard, shard after shard (see
+// shard.pass), then re-arms the timer for the earliest next tick with work
+// in any shard. fired says that the timer has fired. pass reports true,
+// without arming the timer, when that next tick is already due; the driver
+// then passes again at once.
+//
+// The timer is re-armed only after every Dispatch has returned, so with a
+// fake clock the driver counts as parked only once it has delivered
+// everything due.
+func (w *Wheel) pass(fired bool) (again bool) {
+	d := &w.drv
+	d.mu.Lock()
+	if fired {
+		d.armed = false
+	}
+	d.wakeAt.Store(notArmed)
+	d.passing, d.pending = true, math.MaxInt64
+	d.mu.Unlock()
+
+	nowNs := int64(w.clock.Since(w.epoch))
+	now := nowNs / w.tick
+	next := now + d.idle
+	for _, s := range w.shards {
+		if t, ok := s.pass(now, nowNs); ok {
+			next = min(next, t)
+		}
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !w.armLocked(min(next, d.pending)) {
+		// Still passing: inserts until the next pass visits their shard
+		// are seen by that visit.
+		return true
+	}
+	d.passing = false
+	return false
+}
+
+// armLocked sets the timer for tick next, unless it is already set for it.
+// It reports false, leaving the timer alone, if that tick has already
+// begun. The caller holds drv.mu.
+func (w *Wheel) armLocked(next int64) bool {
+	d := &w.drv
+	if d.armed && next == d.armedTick {
+		d.wakeAt.Store(next)
+		return true
+	}
+	dur := time.Duration(next*w.tick - int64(w.clock.Since(w.epoch)))
+	if dur <= 0 {
+		return false
+	}
+	if d.timer == nil {
+		d.timer = w.clock.NewTimer(dur)
+	} else {
+		if !d.timer.Stop() {
+			// Drop a value sent before the Stop, so that it cannot wake the
+			// driver for a deadline that no longer holds.
+			select {
+			case <-d.timer.Chan():
+			default:
+			}
+		}
+		d.timer.Reset(dur)
+	}
+	d.armed, d.armedTick = true, next
+	d.wakeAt.Store(next)
+	return true
+}
+
+// wakeFor wakes the driver if something now fires at tick t, before the
+// timer it sleeps on; a driver in a pass takes t into account when it
+// re-arms at the end of the pass. It stops that timer first, so that a fake
+// clock sees the driver as busy until it has re-armed. The caller holds the
+// lock of the shard t was inserted in.
+func (w *Wheel) wakeFor(t int64) {
+	d := &w.drv
+	if t >= d.wakeAt.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.passing:
+		d.pending = min(d.pending, t)
+		return
+	case d.armed && t >= d.armedTick:
+		return
+	case d.armed:
+		d.timer.Stop()
+		d.armed = false
+		d.wakeAt.Store(notArmed)
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
