@@ -170,8 +170,6 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for _, f := range fires {
-		// The wheel's own busy marks are not used: busy is the runner's.
-		x.wheel.Done(f.ID)
 		var r *runner
 		if int(f.ID) < len(x.slots) {
 			r = x.slots[f.ID]

@@ -33,15 +33,13 @@ var models = map[string]model{
 var modelNames = []string{"wheel", "baseline"}
 
 // startWheel runs the probes on one engine/wheel, with the real clock. Each
-// fire is handled in Dispatch: record now - Due, then Done.
+// fire is handled in Dispatch: record now - Due.
 func startWheel(ctx context.Context, cfg schedConfig, rec *recorder) (func(), error) {
 	clock := clockwork.NewRealClock()
-	var w *wheel.Wheel
-	w = wheel.New(clock, func(fires []wheel.Fire) {
+	w := wheel.New(clock, func(fires []wheel.Fire) {
 		now := clock.Now()
 		for _, f := range fires {
 			rec.record(int(f.ID), now.Sub(f.Due))
-			w.Done(f.ID)
 		}
 	}, wheelOptions(cfg)...)
 	start := clock.Now()

@@ -53,13 +53,13 @@
 // the first point of its grid after the current tick; the points passed over
 // are counted in Stats.Missed.
 //
-// # Busy items
+// # Overlap
 //
-// A fired item is busy until Done is called for it. A due fire of a busy item
-// is skipped and counted in Stats.Skipped, never queued, and its schedule
-// still advances on its grid, so a slow probe never runs twice at once and
-// never builds a backlog. Busy marks are a bitmap per shard, so Done is one
-// atomic operation and takes no lock.
+// The wheel fires every due item, whether or not the work it started last
+// time has finished: deciding that a run still in progress means "skip"
+// is the caller's (the engine's executor keeps one busy flag per probe and
+// counts the skips). Either way the schedule advances on its grid, so a
+// slow probe never builds a backlog.
 //
 // # Phase spreading
 //

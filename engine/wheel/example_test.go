@@ -37,7 +37,6 @@ func Example() {
 		for len(runs) > 0 {
 			f := <-runs
 			fmt.Printf("probe %d due at +%v, run at +%v\n", f.ID, f.Due.Sub(start), clock.Since(start))
-			w.Done(f.ID) // the probe finished
 		}
 	}
 	cancel()

@@ -37,9 +37,8 @@ type harness struct {
 	stop func()
 }
 
-// newHarness returns a harness whose wheel is not running yet. With done,
-// Dispatch calls Done for each fire, so items never stay busy.
-func newHarness(t *testing.T, done bool, opts ...wheel.Option) *harness {
+// newHarness returns a harness whose wheel is not running yet.
+func newHarness(t *testing.T, opts ...wheel.Option) *harness {
 	t.Helper()
 	h := &harness{
 		t:     t,
@@ -51,9 +50,6 @@ func newHarness(t *testing.T, done bool, opts ...wheel.Option) *harness {
 			h.fires <- f
 			if h.onFire != nil {
 				h.onFire(f)
-			}
-			if done {
-				h.w.Done(f.ID)
 			}
 		}
 	}, opts...)

@@ -45,7 +45,7 @@ func TestWithTick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, tt.opt, wheel.WithShards(1)).start()
+			h := newHarness(t, tt.opt, wheel.WithShards(1)).start()
 			// A period of 3.5 ticks puts the fires off the tick grid.
 			first, period := tt.wantTick+15*us, 3*tt.wantTick+tt.wantTick/2
 			if err := h.w.Schedule(1, at(first), period); err != nil {
@@ -72,7 +72,7 @@ func TestWithSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithSlots(tt.slots), wheel.WithShards(1)).start()
+			h := newHarness(t, wheel.WithSlots(tt.slots), wheel.WithShards(1)).start()
 			first := 7*ms + 1
 			if err := h.w.Schedule(1, at(first), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)

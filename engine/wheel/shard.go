@@ -13,7 +13,6 @@ type shard struct {
 
 	mu        sync.Mutex
 	items     *ring    // guarded by mu
-	busy      busySet  // grown under mu; cleared by Done without it
 	timers    *ring    // guarded by mu
 	timerFns  []func() // guarded by mu; per timer id
 	timerGens []uint32 // guarded by mu; per timer id
@@ -98,15 +97,11 @@ func (s *shard) fireItemsLocked(now, nowNs int64) (more bool) {
 	edge := now * s.w.tick
 	for k := range s.due {
 		e := &s.due[k]
-		if s.busy.mark(e.id) {
-			s.stats.skipped++
-		} else {
-			s.fires = append(s.fires, Fire{
-				ID:  ID(uint32(e.id)*s.w.nshards + s.index),
-				Due: s.w.epoch.Add(time.Duration(e.due)),
-			})
-			s.stats.observe(nowNs - e.due)
-		}
+		s.fires = append(s.fires, Fire{
+			ID:  ID(uint32(e.id)*s.w.nshards + s.index),
+			Due: s.w.epoch.Add(time.Duration(e.due)),
+		})
+		s.stats.observe(nowNs - e.due)
 		next := e.due + e.period
 		if next <= edge {
 			n := (edge-e.due)/e.period + 1
@@ -123,7 +118,6 @@ func (s *shard) fireItemsLocked(now, nowNs int64) (more bool) {
 // growLocked makes item i addressable.
 func (s *shard) growLocked(i int32) {
 	s.items.grow(i)
-	s.busy.grow(i)
 }
 
 // insertLocked inserts item i, which is addressable and not scheduled,

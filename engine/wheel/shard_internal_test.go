@@ -38,9 +38,6 @@ func newStepper(tb testing.TB, n int) *stepper {
 	st := &stepper{clock: &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}
 	st.w = New(st.clock, func(fs []Fire) {
 		st.fires += len(fs)
-		for _, f := range fs {
-			st.w.Done(f.ID)
-		}
 	}, WithShards(1))
 	for id := range ID(n) {
 		if err := st.w.Spread(id, st.clock.Now(), 100*time.Millisecond); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 func TestShardsFireTheirOwnIDs(t *testing.T) {
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	ids := []wheel.ID{0, 1, 2, 3, 4, 5, 1000, 1001, 65_535, 300_001}
 	for _, id := range ids {
 		if err := h.w.Schedule(id, at(time.Millisecond), time.Second); err != nil {
@@ -36,14 +36,14 @@ func TestShardsFireTheirOwnIDs(t *testing.T) {
 }
 
 func TestEarlierItemWakesSleepingDriver(t *testing.T) {
-	h := newHarness(t, true, wheel.WithShards(1)).start()
+	h := newHarness(t, wheel.WithShards(1)).start()
 	// The idle driver sleeps for an hour; a new item due in 3ms must wake it.
 	if err := h.w.Schedule(1, at(3*time.Millisecond), time.Hour); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	expectFires(t, h, 1, time.Millisecond, 3*time.Millisecond)
 	// Same from inside Dispatch: a fire of 1 schedules 2 for 1ms later.
-	h2 := newHarness(t, true, wheel.WithShards(1))
+	h2 := newHarness(t, wheel.WithShards(1))
 	h2.onFire = func(f wheel.Fire) {
 		if f.ID == 1 {
 			_ = h2.w.Schedule(2, f.Due.Add(time.Millisecond), time.Hour)
@@ -71,12 +71,8 @@ func BenchmarkFire(b *testing.B) {
 	)
 	clock := clockwork.NewFakeClockAt(epoch)
 	var fires atomic.Int64
-	var w *wheel.Wheel
-	w = wheel.New(clock, func(fs []wheel.Fire) {
+	w := wheel.New(clock, func(fs []wheel.Fire) {
 		fires.Add(int64(len(fs)))
-		for _, f := range fs {
-			w.Done(f.ID)
-		}
 	})
 	for id := range wheel.ID(n) {
 		if err := w.Spread(id, epoch, period); err != nil {
@@ -120,7 +116,7 @@ func TestOneDriverServesEveryShard(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(shards)) // WithShards is capped at GOMAXPROCS
 	ms := time.Millisecond
 	t.Run("an earlier item in any shard wakes the driver", func(t *testing.T) {
-		h := newHarness(t, true, wheel.WithShards(shards)).start()
+		h := newHarness(t, wheel.WithShards(shards)).start()
 		if h.w.Shards() != shards {
 			t.Fatalf("Shards() = %d, want %d", h.w.Shards(), shards)
 		}
@@ -145,7 +141,7 @@ func TestOneDriverServesEveryShard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("scheduled from Dispatch "+tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithShards(shards))
+			h := newHarness(t, wheel.WithShards(shards))
 			h.onFire = func(f wheel.Fire) {
 				if f.ID == tt.src {
 					if err := h.w.Schedule(tt.dst, f.Due.Add(ms), time.Hour); err != nil {

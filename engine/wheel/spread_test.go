@@ -59,7 +59,7 @@ func TestPhaseSpreadsUniformly(t *testing.T) {
 }
 
 func TestSpreadFiresAtPhase(t *testing.T) {
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	const (
 		n      = 10_000
 		period = 100 * time.Millisecond

@@ -23,11 +23,10 @@ var latenessBounds = [NumLatenessBuckets]time.Duration{
 }
 
 // Stats is a snapshot of the wheel's counters, summed over its shards.
-// Fires, Skipped, Missed and the histogram only go up; Scheduled and Timers
+// Fires, Missed and the histogram only go up; Scheduled and Timers
 // are current counts.
 type Stats struct {
 	Fires     uint64 // fires handed to Dispatch
-	Skipped   uint64 // due fires dropped because their item was busy
 	Missed    uint64 // grid points passed over while a driver was behind
 	Scheduled int    // items currently scheduled
 	Timers    int    // one-shot timers pending
@@ -51,9 +50,9 @@ func (h Histogram) Count() uint64 { return h.Counts[NumLatenessBuckets-1] }
 
 // counters are the statistics of one shard, guarded by its mutex.
 type counters struct {
-	fires, skipped, missed uint64
-	late                   [NumLatenessBuckets]uint64 // not cumulative
-	lateSum                int64
+	fires, missed uint64
+	late          [NumLatenessBuckets]uint64 // not cumulative
+	lateSum       int64
 }
 
 // observe records one fire that is late by ns nanoseconds.
@@ -70,7 +69,6 @@ func (c *counters) observe(ns int64) {
 // addTo adds c to s.
 func (c *counters) addTo(s *Stats) {
 	s.Fires += c.fires
-	s.Skipped += c.skipped
 	s.Missed += c.missed
 	s.Lateness.Sum += time.Duration(c.lateSum)
 	for i, n := range c.late {

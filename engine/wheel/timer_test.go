@@ -52,7 +52,7 @@ func TestAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true).start()
+			h := newHarness(t).start()
 			r := newRecorder(h)
 			h.w.After(tt.after, r.fn("f"))
 			if st := h.w.Stats(); st.Timers != 1 {
@@ -85,7 +85,7 @@ func TestAfter(t *testing.T) {
 
 func TestTimerStop(t *testing.T) {
 	ms := time.Millisecond
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	r := newRecorder(h)
 
 	stopped := h.w.After(10*ms, r.fn("stopped"))
@@ -121,7 +121,7 @@ func TestTimerStop(t *testing.T) {
 
 func TestAfterFromTimerFunction(t *testing.T) {
 	ms := time.Millisecond
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	r := newRecorder(h)
 	var count int
 	var tick func()
@@ -141,7 +141,7 @@ func TestAfterFromTimerFunction(t *testing.T) {
 }
 
 func TestAfterPanicsOnNilFunc(t *testing.T) {
-	h := newHarness(t, true)
+	h := newHarness(t)
 	defer func() {
 		if recover() == nil {
 			t.Errorf("After(0, nil) did not panic")

@@ -114,8 +114,7 @@ func (w *Wheel) Run(ctx context.Context) error {
 }
 
 // Schedule schedules id periodically at a fixed rate: its n-th fire is due at
-// firstAt + n*period exactly. It replaces any existing schedule of id but
-// keeps its busy state. A firstAt in the past fires on the next tick, late.
+// firstAt + n*period exactly. It replaces any existing schedule of id. A firstAt in the past fires on the next tick, late.
 func (w *Wheel) Schedule(id ID, firstAt time.Time, period time.Duration) error {
 	if err := checkItem(id, period); err != nil {
 		return err
@@ -179,9 +178,8 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 	return nil
 }
 
-// Cancel removes the schedule of id and clears its busy state; a later Done
-// for id is then a no-op until id fires again. It reports whether id was
-// scheduled.
+// Cancel removes the schedule of id. It reports whether id was scheduled.
+// A fire of id already collected by the driver may still be delivered.
 func (w *Wheel) Cancel(id ID) bool {
 	if id > MaxID {
 		return false
@@ -189,21 +187,8 @@ func (w *Wheel) Cancel(id ID) bool {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.busy.clear(i)
 	_, ok := s.items.remove(i)
 	return ok
-}
-
-// Done marks the run dispatched for id as finished, so id fires again at
-// its next due time. Until then id is busy and its due fires are skipped.
-// Done on an id that is not busy is a no-op. Done takes no lock: it is one
-// atomic operation.
-func (w *Wheel) Done(id ID) {
-	if id > MaxID {
-		return
-	}
-	s, i := w.locate(id)
-	s.busy.clear(i)
 }
 
 // locate returns the shard of id and its index in that shard's slab:

@@ -79,7 +79,7 @@ func TestScheduleFiresAtExactTimes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithTick(tt.tick), wheel.WithShards(1)).start()
+			h := newHarness(t, wheel.WithTick(tt.tick), wheel.WithShards(1)).start()
 			const id = 7
 			if err := h.w.Schedule(id, at(tt.firstAt), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
@@ -90,7 +90,7 @@ func TestScheduleFiresAtExactTimes(t *testing.T) {
 }
 
 func TestNoDriftOver10000Periods(t *testing.T) {
-	h := newHarness(t, true, wheel.WithShards(1)).start()
+	h := newHarness(t, wheel.WithShards(1)).start()
 	const (
 		id      = 3
 		n       = 10_000
@@ -112,8 +112,8 @@ func TestNoDriftOver10000Periods(t *testing.T) {
 		}
 	}
 	st := h.w.Stats()
-	if st.Fires != n || st.Missed != 0 || st.Skipped != 0 {
-		t.Errorf("Stats() = fires %d missed %d skipped %d, want %d 0 0", st.Fires, st.Missed, st.Skipped, n)
+	if st.Fires != n || st.Missed != 0 {
+		t.Errorf("Stats() = fires %d missed %d, want %d 0", st.Fires, st.Missed, n)
 	}
 }
 
@@ -131,7 +131,7 @@ func TestCancel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithShards(1))
+			h := newHarness(t, wheel.WithShards(1))
 			const id = 5
 			var (
 				mu       sync.Mutex
@@ -182,7 +182,6 @@ func TestCancelUnknown(t *testing.T) {
 		if w.Cancel(id) {
 			t.Errorf("Cancel(%d) = true, want false", id)
 		}
-		w.Done(id) // no-op, must not panic
 	}
 }
 
@@ -203,7 +202,7 @@ func TestUpdate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithShards(1)).start()
+			h := newHarness(t, wheel.WithShards(1)).start()
 			const id = 9
 			if err := h.w.Schedule(id, at(10*ms), 100*ms); err != nil {
 				t.Fatalf("Schedule() = %v", err)
@@ -246,7 +245,7 @@ func TestUpdateAndRescheduleErrors(t *testing.T) {
 
 func TestReschedule(t *testing.T) {
 	ms := time.Millisecond
-	h := newHarness(t, true, wheel.WithShards(1)).start()
+	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 4
 	if err := h.w.Schedule(id, at(10*ms), 100*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
@@ -268,36 +267,27 @@ func TestReschedule(t *testing.T) {
 	expectFires(t, h, id, ms, 150*ms)
 }
 
-func TestSkipWhileBusy(t *testing.T) {
+// TestFiresWhileRunning: the wheel fires an item at every due time,
+// whether or not the caller has finished with the previous fire (skipping
+// a run still in progress is the caller's decision).
+func TestFiresWhileRunning(t *testing.T) {
 	ms := time.Millisecond
-	h := newHarness(t, false, wheel.WithShards(1)).start()
+	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 11
 	if err := h.w.Schedule(id, at(10*ms), 10*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
-	expectFires(t, h, id, ms, 10*ms) // id is now busy: no Done
-	h.w.Done(id + 1)                 // not busy: no-op
 	for k := 1; k <= 3; k++ {
-		h.advance(10 * ms)
-		if got := h.drain(); len(got) != 0 {
-			t.Fatalf("busy id fired: %v", dueOffsets(got))
-		}
-		if got := h.w.Stats().Skipped; got != uint64(k) {
-			t.Fatalf("Stats().Skipped = %d, want %d", got, k)
-		}
+		expectFires(t, h, id, ms, time.Duration(k)*10*ms)
 	}
-	h.w.Done(id)
-	h.w.Done(id) // twice: no-op
-	expectFires(t, h, id, ms, 50*ms)
-	st := h.w.Stats()
-	if st.Fires != 2 || st.Skipped != 3 || st.Missed != 0 {
-		t.Errorf("Stats() = fires %d skipped %d missed %d, want 2 3 0", st.Fires, st.Skipped, st.Missed)
+	if st := h.w.Stats(); st.Fires != 3 || st.Missed != 0 {
+		t.Errorf("Stats() = fires %d missed %d, want 3 0", st.Fires, st.Missed)
 	}
 }
 
 func TestFallingBehindFiresOnceAndCountsMissed(t *testing.T) {
 	ms := time.Millisecond
-	h := newHarness(t, true, wheel.WithShards(1)).start()
+	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 2
 	if err := h.w.Schedule(id, at(10*ms), 10*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
@@ -331,7 +321,7 @@ func TestLongPeriods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, true, wheel.WithShards(1)).start()
+			h := newHarness(t, wheel.WithShards(1)).start()
 			const id = 1
 			if err := h.w.Schedule(id, at(tt.firstAt), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
@@ -379,7 +369,7 @@ func TestInvalidArguments(t *testing.T) {
 
 func TestRunStopsEveryGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	for id := range wheel.ID(100) {
 		if err := h.w.Spread(id, h.clock.Now(), 10*time.Millisecond); err != nil {
 			t.Fatalf("Spread() = %v", err)
@@ -392,7 +382,7 @@ func TestRunStopsEveryGoroutine(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	if err := h.w.Run(context.Background()); !errors.Is(err, wheel.ErrRunning) {
 		t.Errorf("second Run() = %v, want ErrRunning", err)
 	}
@@ -411,7 +401,7 @@ func TestRunWithCanceledContext(t *testing.T) {
 }
 
 func TestConcurrentScheduleAndCancel(t *testing.T) {
-	h := newHarness(t, true).start()
+	h := newHarness(t).start()
 	const (
 		workers = 8
 		perW    = 500
@@ -445,7 +435,6 @@ func TestConcurrentScheduleAndCancel(t *testing.T) {
 				if k%2 == 0 && !h.w.Cancel(id) {
 					t.Errorf("Cancel(%d) = false, want true", id)
 				}
-				h.w.Done(id)
 				h.w.Stats()
 			}
 		})
@@ -474,7 +463,6 @@ func TestScheduleDoesNotAllocate(t *testing.T) {
 		_ = w.Update(id, 2*time.Second)
 		_ = w.Reschedule(id, epoch, time.Second)
 		w.Cancel(id)
-		w.Done(id)
 		_ = w.Schedule(id, epoch, time.Second)
 		_ = w.Stats()
 	})
