@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -43,6 +44,7 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 		}
 		checkOwnership(t, e, abc, a, b, c)
 	})
+	waitLeading(t, a, b, c)
 	t.Run("members", func(t *testing.T) {
 		got := a.c.Members()
 		if len(got) != 3 {
@@ -107,6 +109,7 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 	}
 	bcd := cluster.Desired([]string{"b", "c", "d"}, e.shards)
 	e.waitOwners(bcd, b, c, d)
+	waitLeading(t, b, c, d)
 	for s := range abcd {
 		if abcd[s] != "a" && bcd[s] != abcd[s] {
 			t.Fatalf("shard %d moved from %s to %s when a left", s, abcd[s], bcd[s])
@@ -130,6 +133,24 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 		t.Errorf("shards still owned after every replica left")
 	}
 	noClusterGoroutines(t)
+}
+
+// waitLeading waits until exactly one of rs leads (and none of the
+// others).
+func waitLeading(t *testing.T, rs ...*replica) {
+	t.Helper()
+	waitFor(t, "one leader", func() string {
+		var leading []string
+		for _, r := range rs {
+			if r.c.Leading() {
+				leading = append(leading, r.id)
+			}
+		}
+		if len(leading) != 1 {
+			return fmt.Sprintf("leading: %v", leading)
+		}
+		return ""
+	})
 }
 
 // checkOwnership checks each replica's Owns, Fence and Owner against the

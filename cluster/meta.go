@@ -13,7 +13,8 @@ import (
 // (the store's schema version) are kept as they are.
 
 // pinShards pins Options.Shards in P/meta, or checks it against the
-// pinned value (ErrShardCount).
+// pinned value (ErrShardCount). Errors of etcd are worth retrying; the
+// others are permanent.
 func (c *Cluster) pinShards(ctx context.Context) error {
 	key := c.keys.meta()
 	want := c.opts.Shards
@@ -37,15 +38,15 @@ func (c *Cluster) pinShards(ctx context.Context) error {
 		}
 		fields := map[string]json.RawMessage{}
 		if err := json.Unmarshal(kvs[0].Value, &fields); err != nil {
-			return fmt.Errorf("%s is not a JSON object: %w", key, err)
+			return permanent{fmt.Errorf("cluster: %s is not a JSON object: %w", key, err)}
 		}
 		if raw, ok := fields["shards"]; ok {
 			var got int
 			if err := json.Unmarshal(raw, &got); err != nil {
-				return fmt.Errorf("%s: shards: %w", key, err)
+				return permanent{fmt.Errorf("cluster: %s: shards: %w", key, err)}
 			}
 			if got != want {
-				return fmt.Errorf("%w: %s pins %d shards, Options.Shards is %d (every replica of a cluster uses the same count)", ErrShardCount, key, got, want)
+				return permanent{fmt.Errorf("%w: %s pins %d shards, Options.Shards is %d (every replica of a cluster uses the same count)", ErrShardCount, key, got, want)}
 			}
 			return nil
 		}

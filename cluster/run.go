@@ -315,9 +315,22 @@ func (l *loop) regain(p plan) []int {
 	return regain
 }
 
-// gain calls Gain with the pending shards; they stay pending if it fails.
+// gain calls Gain with the pending shards this replica still holds; they
+// stay pending if it fails.
 func (l *loop) gain() {
 	c := l.c
+	c.mu.RLock()
+	held := l.pending[:0]
+	for _, sh := range l.pending {
+		if c.view.owners[sh].lease == l.s.lease && !c.releasing[sh] && !slices.Contains(held, sh) {
+			held = append(held, sh)
+		}
+	}
+	c.mu.RUnlock()
+	l.pending = held
+	if len(l.pending) == 0 {
+		return
+	}
 	slices.Sort(l.pending)
 	gctx, cancel := c.timeout(l.work, c.ttl)
 	err := c.opts.Gain(gctx, l.pending, l.pendingRev)

@@ -39,6 +39,7 @@ type Cluster struct {
 	t       testing.TB
 	members []*embed.Etcd
 	stopped []bool
+	closing sync.WaitGroup // members killed, still closing their listeners
 }
 
 // Start starts a single-member etcd and stops it when the test ends.
@@ -176,13 +177,17 @@ func (c *Cluster) Stop(i int) {
 
 // Kill stops member i as a crash would: its raft node stops at once, with
 // no leadership transfer, so a leader's followers elect a new one only
-// after their election timeout.
+// after their election timeout. Its listeners close in the background
+// (up to etcd's request timeout, 5 s + 2 election timeouts, while
+// clients' streams drain); requests to it fail meanwhile.
 func (c *Cluster) Kill(i int) {
 	if c.stopped[i] {
 		return
 	}
-	c.members[i].Server.HardStop()
-	c.Stop(i)
+	c.stopped[i] = true
+	e := c.members[i]
+	e.Server.HardStop()
+	c.closing.Go(e.Close)
 }
 
 // stopAll stops the running members at once, with no leadership
@@ -199,4 +204,5 @@ func (c *Cluster) stopAll() {
 		}
 	}
 	wg.Wait()
+	c.closing.Wait()
 }
