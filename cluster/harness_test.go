@@ -445,7 +445,7 @@ func (h *testHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *testHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
+	fmt.Fprintf(&b, "%s %s %s", time.Now().Format("05.000"), r.Level, r.Message)
 	for _, a := range h.attrs {
 		fmt.Fprintf(&b, " %s", a)
 	}

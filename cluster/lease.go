@@ -46,19 +46,15 @@ func (s *session) deadline(ttl time.Duration) time.Time {
 	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - ttl/10)
 }
 
-// fail ends the session because its lease is lost: Owns and Fence are
-// false from now on. Run's goroutine calls Lose when it notices.
+// fail ends the session because its lease is lost (the first cause
+// counts): Owns and Fence are false from now on. Run's goroutine calls
+// Lose when it notices.
 func (c *Cluster) fail(s *session, cause error) {
 	c.mu.Lock()
-	first := c.lease == s.lease
-	if first {
+	if c.lease == s.lease {
 		c.lease = 0
 	}
 	c.mu.Unlock()
-	if first && !errors.Is(cause, errSessionEnd) {
-		c.leaseLosses.Add(1)
-		c.log.Warn("lease lost; this replica stops probing its shards", "lease", int64(s.lease), "cause", cause)
-	}
 	s.cancel(cause)
 }
 

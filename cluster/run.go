@@ -191,6 +191,7 @@ type loop struct {
 	pending    []int // claimed shards Gain has not accepted yet
 	pendingRev int64
 	retryAt    time.Time // no claim, Gain or release before (etcd or Gain failed)
+	refusedAt  int64     // the view's revision when a claim found shards taken
 
 	wake  chan struct{}
 	timer clockwork.Timer
@@ -271,8 +272,13 @@ func (l *loop) reconcile() time.Time {
 		l.pending = append(l.pending, regain...)
 		l.pendingRev = max(l.pendingRev, c.view.rev)
 	}
-	if len(p.claim) > 0 {
+	if len(p.claim) > 0 && c.view.rev != l.refusedAt {
 		claimed, rev, err := c.claim(l.work, s, p.claim)
+		if err == nil && len(claimed) < len(p.claim) {
+			// Some were claimed by others meanwhile: the watch is about
+			// to tell; claim again once it has.
+			l.refusedAt = c.view.rev
+		}
 		if len(claimed) > 0 {
 			c.claims.Add(uint64(len(claimed)))
 			l.pending = append(l.pending, claimed...)
@@ -322,16 +328,16 @@ func (l *loop) gain() {
 	c.mu.RLock()
 	held := l.pending[:0]
 	for _, sh := range l.pending {
-		if c.view.owners[sh].lease == l.s.lease && !c.releasing[sh] && !slices.Contains(held, sh) {
+		if c.view.owners[sh].lease == l.s.lease && !c.releasing[sh] {
 			held = append(held, sh)
 		}
 	}
 	c.mu.RUnlock()
-	l.pending = held
+	slices.Sort(held)
+	l.pending = slices.Compact(held)
 	if len(l.pending) == 0 {
 		return
 	}
-	slices.Sort(l.pending)
 	gctx, cancel := c.timeout(l.work, c.ttl)
 	err := c.opts.Gain(gctx, l.pending, l.pendingRev)
 	cancel()
@@ -469,9 +475,10 @@ func (l *loop) lost() error {
 	l.closeWatch()
 	held := append(l.forget(), l.gone...)
 	slices.Sort(held)
+	c.leaseLosses.Add(1)
+	c.log.Warn("lease lost: this replica stops probing its shards", "lease", int64(s.lease), "cause", cause, "shards", len(held))
 	if len(held) > 0 {
 		c.losses.Add(uint64(len(held)))
-		c.log.Warn("shards lost with the lease", "shards", len(held), "cause", cause)
 		ctx, cancel := c.timeout(context.WithoutCancel(s.ctx), c.ttl)
 		if err := c.opts.Lose(ctx, held); err != nil {
 			c.log.Warn("Lose failed", "shards", len(held), "err", err)
