@@ -21,7 +21,7 @@ func TestEtcdLosesItsLeader(t *testing.T) {
 	etcd := etcdtest.StartCluster(t, 3, etcdtest.Options{TickMs: 50, ElectionMs: 500})
 	e := newEnv(t, etcd, clockwork.NewRealClock(), 256)
 	// With a 500 ms election timeout a new leader takes 0.5–1 s, within a
-	// 3 s TTL (renewals every second, the watchdog at 2.7 s).
+	// 3 s TTL (renewals every second, the watchdog at 2.5 s).
 	edit := func(o *cluster.Options) { o.LeaseTTL = 3 * time.Second }
 	rs := []*replica{e.start("a", edit), e.start("b", edit), e.start("c", edit)}
 	abc := cluster.Desired([]string{"a", "b", "c"}, e.shards)

@@ -39,11 +39,18 @@ type session struct {
 }
 
 // deadline is when the lease counts as lost unless renewed again: a TTL
-// after the last renewal was sent, less a tenth of it, so that this
-// replica stops probing before etcd may expire the lease even when the
-// process is scheduled late.
+// after the last renewal was sent, less a margin, so that this replica
+// stops probing before etcd may expire the lease even when the process is
+// scheduled late.
 func (s *session) deadline(ttl time.Duration) time.Time {
-	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - ttl/10)
+	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - margin(ttl))
+}
+
+// margin is how long before etcd may expire a lease the replica counts it
+// lost: a tenth of the TTL, at least 500 ms. Renewals come every TTL/3,
+// so two of them still fail before the replica gives up.
+func margin(ttl time.Duration) time.Duration {
+	return max(ttl/10, 500*time.Millisecond)
 }
 
 // fail ends the session because its lease is lost (the first cause
