@@ -120,7 +120,7 @@ func TestAssign(t *testing.T) {
 			for s, o := range v.owners {
 				got[s] = o.id
 			}
-			if diff := countDiff(got, tt.want); diff != "" {
+			if diff := OwnersDiff(got, tt.want); diff != "" {
 				t.Errorf("owners: %s", diff)
 			}
 		})
@@ -183,18 +183,4 @@ func withoutOwner(owners []string, id string) []string {
 		}
 	}
 	return out
-}
-
-// countDiff describes how got differs from want, or "".
-func countDiff(got, want []string) string {
-	var diffs []string
-	for s := range want {
-		if got[s] != want[s] {
-			diffs = append(diffs, fmt.Sprintf("shard %d: %q, want %q", s, got[s], want[s]))
-		}
-	}
-	if len(diffs) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d shards differ, first %v", len(diffs), diffs[:min(3, len(diffs))])
 }

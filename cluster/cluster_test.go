@@ -69,7 +69,7 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 		return ""
 	})
 	e.barrier(a, b, c, d)
-	if diff := ownersDiff(e.owners(), abc); diff != "" {
+	if diff := cluster.OwnersDiff(e.owners(), abc); diff != "" {
 		t.Fatalf("shards moved before d settled: %s", diff)
 	}
 	if gains, _ := d.calls(); len(gains) != 0 {

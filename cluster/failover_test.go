@@ -73,7 +73,7 @@ func TestEtcdLosesItsLeader(t *testing.T) {
 			t.Errorf("%s: before the leader died %+v, after %+v", r.id, was[i], now)
 		}
 	}
-	if diff := ownersDiff(e.owners(), abc); diff != "" {
+	if diff := cluster.OwnersDiff(e.owners(), abc); diff != "" {
 		t.Errorf("owners after the leader died: %s", diff)
 	}
 	if after := e.history(); !slices.EqualFunc(before, after, slices.Equal) {

@@ -287,13 +287,13 @@ func (e *env) owners() []string {
 func (e *env) waitOwners(want []string, rs ...*replica) {
 	e.t.Helper()
 	waitFor(e.t, "shard owners", func() string {
-		if diff := ownersDiff(e.owners(), want); diff != "" {
+		if diff := cluster.OwnersDiff(e.owners(), want); diff != "" {
 			return diff
 		}
 		return ""
 	})
 	e.barrier(rs...)
-	if diff := ownersDiff(e.owners(), want); diff != "" {
+	if diff := cluster.OwnersDiff(e.owners(), want); diff != "" {
 		e.t.Fatalf("owners changed after settling: %s", diff)
 	}
 }
@@ -321,19 +321,6 @@ func (e *env) barrier(rs ...*replica) {
 			return ""
 		})
 	}
-}
-
-func ownersDiff(got, want []string) string {
-	var diffs []string
-	for s := range want {
-		if got[s] != want[s] {
-			diffs = append(diffs, fmt.Sprintf("shard %d: %q, want %q", s, got[s], want[s]))
-		}
-	}
-	if len(diffs) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d shards differ, first %v", len(diffs), diffs[:min(3, len(diffs))])
 }
 
 // history replays etcd's history of the shard keys from revision 1 and

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/engine/timeout"
 )
 
 // Why a lease ends.
@@ -19,7 +20,6 @@ var (
 	errLeaseExpired = errors.New("etcd: lease expired")
 	errMemberGone   = errors.New("member key deleted")
 	errSessionEnd   = errors.New("session ended")
-	errTimeout      = errors.New("timed out")
 )
 
 // session is one lease of this replica, from its join to its loss or
@@ -156,18 +156,8 @@ func (c *Cluster) watchdog(s *session) {
 	}
 }
 
-// timeout is ctx, cancelled after d by the injected clock. Unlike
-// clockwork.WithTimeout it sets no Deadline, which gRPC would read as a
-// real-time deadline (a fake clock's would be wrong).
+// timeout is ctx, cancelled after d on the injected clock, with no
+// Deadline (see engine/timeout).
 func (c *Cluster) timeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return withTimeout(ctx, c.clock, d)
-}
-
-func withTimeout(ctx context.Context, clock clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	t := clock.AfterFunc(d, func() { cancel(errTimeout) })
-	return ctx, func() {
-		t.Stop()
-		cancel(context.Canceled)
-	}
+	return timeout.With(ctx, c.clock, d)
 }

@@ -91,7 +91,7 @@ func TestStuckReplicaLosesItsShards(t *testing.T) {
 		return ""
 	})
 	e.barrier(a, b, c)
-	if diff := ownersDiff(e.owners(), ab); diff != "" {
+	if diff := cluster.OwnersDiff(e.owners(), ab); diff != "" {
 		t.Fatalf("c took shards before it settled: %s", diff)
 	}
 	clock.Advance(settle)
