@@ -268,6 +268,9 @@ func New(opts Options) (*Cluster, error) {
 		releasing: make([]bool, opts.Shards),
 	}
 	c.batch.Store(batch)
+	c.view.bad = func(id string, err error) {
+		c.log.Warn("unreadable member key: the member counts, with no address", "member", id, "err", err)
+	}
 	return c, nil
 }
 

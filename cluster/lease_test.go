@@ -70,6 +70,9 @@ func TestStuckReplicaLosesItsShards(t *testing.T) {
 	if loses = loses[len(losesBefore):]; len(loses) != 1 || len(loses[0].shards) != count(abc, "c") || loses[0].owned != 0 || loses[0].fenced != 0 {
 		t.Fatalf("c's Lose calls: %+v; want one with its %d shards, none owned or fenced", loses, count(abc, "c"))
 	}
+	if m, ok := c.c.Owner(e.names[0]); ok || len(c.c.Members()) != 0 {
+		t.Errorf("c without a lease: Owner = %+v, Members = %v; want nothing (its view is not kept)", m, c.c.Members())
+	}
 	if ttlResp, err := e.cli.TimeToLive(context.Background(), lease); err != nil || ttlResp.TTL != -1 {
 		t.Errorf("c's old lease: %+v, %v; want revoked", ttlResp, err)
 	}

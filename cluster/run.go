@@ -522,8 +522,9 @@ func (l *loop) leave() error {
 	return nil
 }
 
-// forget drops the session's lease, its shards and its member key from
-// the view (the next session reloads it) and returns the shards it held.
+// forget drops the session's lease and empties the view, which nothing
+// keeps current until the next session reloads it (so Owner and Members
+// do not answer from stale keys), and returns the shards it held.
 func (l *loop) forget() []int {
 	c, s := l.c, l.s
 	c.mu.Lock()
@@ -532,12 +533,7 @@ func (l *loop) forget() []int {
 		c.lease = 0
 	}
 	held := c.view.shardsOf(s.lease)
-	for _, sh := range held {
-		c.view.setOwner(sh, owner{rev: c.view.owners[sh].rev})
-	}
-	if m, ok := c.view.members[c.opts.ReplicaID]; ok && m.lease == s.lease {
-		delete(c.view.members, c.opts.ReplicaID)
-	}
+	c.view.load(nil, c.view.rev, 0)
 	clear(c.releasing)
 	l.pending = nil
 	return held
