@@ -2,7 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,4 +237,78 @@ func slicesIndex(ss []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// A heartbeat that returns nil but later than TTL/3 does not renew the
+// lease either: the scheduler is too slow to be trusted with probes.
+func TestLateHeartbeatSkipsTheRenewal(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 16)
+	const ttl = time.Minute
+	var late atomic.Bool
+	a := e.start("a", func(o *cluster.Options) {
+		o.Heartbeat = func(ctx context.Context) error {
+			if late.CompareAndSwap(true, false) {
+				clock.Advance(ttl/3 + time.Millisecond) // this heartbeat takes that long
+			}
+			return nil
+		}
+	})
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), a)
+	clock.Advance(ttl / 3)
+	waitRenewals(t, 1, a)
+	late.Store(true)
+	clock.Advance(ttl / 3)
+	waitFor(t, "a skipped renewal", func() string {
+		// (The late heartbeat's Advance lets the next tick renew again.)
+		if st := a.c.Stats(); st.RenewalsSkipped != 1 || st.LeaseLosses != 0 {
+			return fmt.Sprintf("%+v", st)
+		}
+		return ""
+	})
+}
+
+// A Gain that fails is retried after TTL/3 with the same shards and
+// revision; the shards stay claimed (and owned) meanwhile.
+func TestGainFailureIsRetried(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 16)
+	var calls []gainCall
+	var mu sync.Mutex
+	a := e.start("a", func(o *cluster.Options) {
+		o.Gain = func(_ context.Context, shards []int, rev int64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, gainCall{slices.Clone(shards), rev})
+			if len(calls) == 1 {
+				return errors.New("view not caught up")
+			}
+			return nil
+		}
+	})
+	waitFor(t, "the first Gain", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 1 {
+			return fmt.Sprintf("%d calls", len(calls))
+		}
+		return ""
+	})
+	if !a.c.Owns(e.names[0]) || a.c.Stats().Shards != e.shards {
+		t.Fatalf("after a failed Gain: Owns %v, %+v; want every shard still claimed", a.c.Owns(e.names[0]), a.c.Stats())
+	}
+	clock.Advance(time.Minute / 3)
+	waitFor(t, "Gain again", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 {
+			return fmt.Sprintf("%d calls", len(calls))
+		}
+		return ""
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls[1].shards) != e.shards || !slices.Equal(calls[0].shards, calls[1].shards) || calls[0].rev != calls[1].rev {
+		t.Errorf("Gain calls: %+v; want the same shards and revision twice", calls)
+	}
 }
