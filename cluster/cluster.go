@@ -340,7 +340,19 @@ func (c *Cluster) Fence(name string) (key string, lease clientv3.LeaseID, ok boo
 }
 
 // Leading reports whether this replica is the one that compacts etcd's
-// history (see lead).
+// history: the winner of a concurrency.Election under P/leader/, which
+// Run campaigns in for its whole life.
+//
+// The election runs on a concurrency.Session of its own, not on the
+// member lease that fences writes: the Session's automatic keep-alive
+// would renew the fenced lease without the Heartbeat, and a stuck replica
+// would keep its shards — the failure fencing exists for. Compaction
+// needs no fence (a second compactor is harmless: compacting a compacted
+// revision is an error etcd reports and nothing more; a missing one only
+// lets history grow for a while), and a replica that loses and rejoins
+// its member lease does not make the leadership flap. So Leading may be
+// true for a moment after this replica lost its member lease or the
+// election's session expired; use it for compaction only.
 func (c *Cluster) Leading() bool { return c.leading.Load() }
 
 // Stats returns the counters.

@@ -8,23 +8,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// The compaction leader: one replica compacts etcd's history
-// (concurrency.Election under P/leader/). The election has its own
-// lease, a concurrency.Session that etcd's client keeps alive whatever
-// the process does, separate from the member lease that fences writes:
-//
-//   - attached to the member lease, the Session's automatic keep-alive
-//     would renew the fenced lease without the Heartbeat, and a stuck
-//     replica would keep its shards (the failure fencing exists for);
-//   - compaction needs no fence: a second compactor is harmless (a
-//     revision compacted twice is an error etcd reports and nothing
-//     more), a missing one only lets history grow for a while;
-//   - losing or rejoining the member lease (a stuck scheduler, a
-//     partition) does not make the leadership flap.
-//
-// So Leading may be true for a moment after the replica lost its member
-// lease or the election's session expired; callers use it for
-// compaction only.
+// The compaction leader; Leading says why it has a session of its own.
 
 // lead campaigns for the whole Run, again after a lost session, and
 // resigns (revokes its session) when ctx ends.
