@@ -83,9 +83,11 @@ type Options struct {
 	// AdvertiseAddr is how other replicas reach this one's gRPC API.
 	AdvertiseAddr string
 	// LeaseTTL of the member lease, a whole number of seconds (etcd's
-	// unit), at least 2s; default 5s. A replica that cannot renew it for
-	// that long stops probing; the others take its shards over once etcd
-	// expires it.
+	// unit), at least 2s; default 5s. It is renewed every LeaseTTL/3. A
+	// replica that has not renewed it for LeaseTTL less a margin (a
+	// tenth, at least 500 ms) stops probing, before etcd can expire it;
+	// the others take its shards over once etcd expires it (or at once,
+	// when the replica can still revoke it).
 	LeaseTTL time.Duration
 	// Shards is the number of shards, default 4096, at most 65536. The
 	// first replica pins it in P/meta; Run refuses a different value
