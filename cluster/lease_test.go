@@ -89,14 +89,19 @@ func TestStuckReplicaLosesItsShards(t *testing.T) {
 	}
 
 	c.stuck.Store(false)
-	waitRenewals(t, 4, a, b) // a and b renew: they must not lose their leases meanwhile
-	waitFor(t, "c to join again", func() string {
-		if c.c.Stats().Lease == 0 {
-			clock.Advance(ttl / 3)
-			return "c has no lease"
+	// c joins once its back-off (at most a TTL) has passed. Step the
+	// clock a tick at a time, each time until a and b have renewed, so
+	// that no timeout of theirs passes while a renewal is under way.
+	for n := uint64(4); ; n++ {
+		waitRenewals(t, n, a, b)
+		if c.c.Stats().Lease != 0 {
+			break
 		}
-		return ""
-	})
+		if n > 10 {
+			t.Fatalf("c did not join again: %+v", c.c.Stats())
+		}
+		clock.Advance(ttl / 3)
+	}
 	e.barrier(a, b, c)
 	if diff := cluster.OwnersDiff(e.owners(), ab); diff != "" {
 		t.Fatalf("c took shards before it settled: %s", diff)
