@@ -1,0 +1,378 @@
+// Package cluster is probed's cluster mode membership over etcd: which
+// replicas are alive, which of them probes which targets, and the fence
+// that keeps a replica that lost a target from writing about it.
+//
+// Targets are split into a fixed number of shards by a hash of their name
+// (ShardOf). Every replica keeps a member key on its lease; each shard's
+// owner holds the shard's owner key on its lease; rendezvous hashing over
+// the settled members names each shard's desired owner, which claims the
+// shard when its key is free, while an owner that is no longer the
+// desired one releases it (stops probing, then deletes the key). The
+// lease is renewed only while the replica makes progress (Heartbeat), so
+// a replica that is stuck loses its shards. docs/cluster.md is the
+// design.
+//
+// # Structure
+//
+//   - Cluster (cluster.go): options, accessors for the engine and the
+//     server (Owns, Owner, Fence, Members, Stats).
+//   - Run (run.go): join, serve, leave, rejoin after a lost lease.
+//   - The lease (lease.go): renewal gated by Heartbeat, and the watchdog
+//     that declares the lease lost after a TTL without renewal.
+//   - The view (view.go) of the member and shard keys, kept by one etcd
+//     watch, and the assignment (assign.go) computed from it.
+//   - Claims and releases (shards.go), the shard count pinned in P/meta
+//     (meta.go), the compaction leader (leader.go).
+//
+// # Goroutines
+//
+// Run owns every goroutine and waits for all of them before it returns:
+// the control loop (Run's own goroutine: the watch, claims, releases and
+// every Gain and Lose call), and per lease the renewer and the watchdog;
+// the election of the compaction leader runs beside them for the whole
+// Run.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix   = "/probed/"
+	DefaultLeaseTTL = 5 * time.Second
+	DefaultShards   = 4096
+	// MinLeaseTTL is etcd's smallest lease at its default timing (its
+	// minimum TTL is 1.5 × the election timeout of 1 s, rounded up).
+	MinLeaseTTL = 2 * time.Second
+	// MaxShards bounds Options.Shards.
+	MaxShards = 1 << 16
+)
+
+// Errors.
+var (
+	// ErrInvalid: Options have a bad field (the error names it).
+	ErrInvalid = errors.New("cluster: invalid options")
+	// ErrShardCount: the cluster's P/meta pins another number of shards
+	// than Options.Shards.
+	ErrShardCount = errors.New("cluster: shard count differs from the cluster's")
+)
+
+// Options configure a Cluster. Client, ReplicaID, AdvertiseAddr, Gain and
+// Lose are required.
+type Options struct {
+	// Client talks to etcd; the caller closes it after Run returned.
+	Client *clientv3.Client
+	// Prefix of every key of the cluster; default "/probed/". A missing
+	// trailing slash is added.
+	Prefix string
+	// ReplicaID names this replica: unique among the live replicas, no
+	// "/" nor control characters, at most 128 bytes. A replica restarted
+	// under the same ID joins once its previous lease is gone.
+	ReplicaID string
+	// AdvertiseAddr is how other replicas reach this one's gRPC API.
+	AdvertiseAddr string
+	// LeaseTTL of the member lease, a whole number of seconds (etcd's
+	// unit), at least 2s; default 5s. It is renewed every LeaseTTL/3. A
+	// replica that has not renewed it for LeaseTTL less a margin (a
+	// tenth, at least 500 ms) stops probing, before etcd can expire it;
+	// the others take its shards over once etcd expires it (or at once,
+	// when the replica can still revoke it).
+	LeaseTTL time.Duration
+	// Shards is the number of shards, default 4096, at most 65536. The
+	// first replica pins it in P/meta; Run refuses a different value
+	// (ErrShardCount).
+	Shards int
+	// Settle: a member takes shards from others only after being a member
+	// this long; default 2 × LeaseTTL.
+	Settle time.Duration
+	// Clock drives every timer of the package (not etcd's lease clock,
+	// which is etcd's own); default the real clock.
+	Clock  clockwork.Clock
+	Logger *slog.Logger
+	// Heartbeat proves that the replica makes progress (the engine passes
+	// a one-shot timer through its timer wheel). The lease is renewed, and
+	// a lost one rejoined, only after Heartbeat returned nil within
+	// LeaseTTL/3; it must return when its context ends. nil: always
+	// progressing (tests and tools; probed passes one).
+	Heartbeat func(ctx context.Context) error
+	// Gain is called with the shards this replica now owns (sorted) and
+	// the etcd revision of their claim: the caller makes its view catch up
+	// with that revision, then probes their targets. Owns already reports
+	// them owned. An error other than the context's is retried after
+	// LeaseTTL/3; the shards stay claimed.
+	Gain func(ctx context.Context, shards []int, rev int64) error
+	// Lose is called with shards this replica stops owning (sorted), to
+	// stop probing them: shards about to be released (the owner key is
+	// deleted once Lose returned: it returns once their probes stopped and
+	// their writes are flushed; Fence still holds meanwhile; bounded by
+	// LeaseTTL, as a crash would be), or shards already lost (the lease
+	// expired or was not renewed for a TTL, or the key was deleted). Owns
+	// reports them not owned before Lose is called.
+	//
+	// Gain and Lose are called from Run's goroutine, never concurrently.
+	Lose func(ctx context.Context, shards []int) error
+}
+
+func (o *Options) setDefaults() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+	}
+	if o.Client == nil {
+		bad("Client", "required")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(o.Prefix, "/") {
+		o.Prefix += "/"
+	}
+	if err := checkReplicaID(o.ReplicaID); err != "" {
+		bad("ReplicaID", "%s", err)
+	}
+	if o.AdvertiseAddr == "" {
+		bad("AdvertiseAddr", "required (how other replicas reach this one)")
+	}
+	switch {
+	case o.LeaseTTL == 0:
+		o.LeaseTTL = DefaultLeaseTTL
+	case o.LeaseTTL < MinLeaseTTL:
+		bad("LeaseTTL", "%v is below etcd's minimum of %v", o.LeaseTTL, MinLeaseTTL)
+	case o.LeaseTTL%time.Second != 0:
+		bad("LeaseTTL", "%v is not a whole number of seconds (etcd's unit)", o.LeaseTTL)
+	}
+	switch {
+	case o.Shards == 0:
+		o.Shards = DefaultShards
+	case o.Shards < 0 || o.Shards > MaxShards:
+		bad("Shards", "%d is not between 1 and %d", o.Shards, MaxShards)
+	}
+	switch {
+	case o.Settle == 0:
+		o.Settle = 2 * o.LeaseTTL
+	case o.Settle < 0:
+		bad("Settle", "%v is negative", o.Settle)
+	}
+	if o.Gain == nil {
+		bad("Gain", "required")
+	}
+	if o.Lose == nil {
+		bad("Lose", "required")
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return errors.Join(errs...)
+}
+
+// checkReplicaID returns what is wrong with id, or "".
+func checkReplicaID(id string) string {
+	switch {
+	case id == "":
+		return "required"
+	case len(id) > 128:
+		return fmt.Sprintf("%d bytes, more than 128", len(id))
+	}
+	for _, r := range id {
+		if r == '/' || r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("%q has a %q", id, r)
+		}
+	}
+	return ""
+}
+
+// Member is a live replica.
+type Member struct {
+	ID   string
+	Addr string // its advertised gRPC address
+	// Joined is when it joined, by its own clock.
+	Joined time.Time
+	// Shards is the number of shards it owns.
+	Shards int
+}
+
+// Stats are counters for metrics and the status page.
+type Stats struct {
+	Shards  int              // shards this replica owns now
+	Members int              // live members
+	Lease   clientv3.LeaseID // this replica's lease; 0 when not a member
+	// Revision is the etcd revision of the member and shard keys the
+	// replica has caught up with and acted on.
+	Revision        int64
+	Renewals        uint64 // lease renewals
+	RenewalsSkipped uint64 // renewals not attempted: Heartbeat failed or was late
+	RenewalErrors   uint64 // renewals etcd did not answer
+	LeaseLosses     uint64 // leases lost (not renewed for a TTL, or gone in etcd)
+	Claims          uint64 // shards claimed
+	Releases        uint64 // shards released gracefully
+	Losses          uint64 // shards lost with the lease or a deleted key
+	Leading         bool   // this replica compacts etcd's history (see Leading)
+}
+
+// Cluster is this replica's membership. Create it with New, then call
+// Run; the accessors may be called at any time (before Run has joined,
+// nothing is owned).
+type Cluster struct {
+	opts  Options
+	keys  keys
+	clock clockwork.Clock
+	log   *slog.Logger
+	ttl   time.Duration
+
+	mu sync.RWMutex
+	// view of the member and shard keys; written by Run's goroutine with
+	// mu held.
+	view *view
+	// lease is this replica's current lease, 0 when it has none (not
+	// joined yet, or lost: set to 0 as soon as the loss is noticed).
+	lease clientv3.LeaseID
+	// releasing: shards whose release has begun; Owns is false, Fence
+	// still holds until the key is deleted.
+	releasing []bool
+
+	batch   atomic.Int32 // shards per claim or release transaction
+	runOnce atomic.Bool
+	leading atomic.Bool
+
+	renewals, skipped, renewErrors, leaseLosses atomic.Uint64
+	claims, releases, losses                    atomic.Uint64
+	revision                                    atomic.Int64
+}
+
+// New checks opts and returns a Cluster; it does not talk to etcd (Run
+// does).
+func New(opts Options) (*Cluster, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	k := newKeys(opts.Prefix, opts.Shards)
+	c := &Cluster{
+		opts:      opts,
+		keys:      k,
+		clock:     opts.Clock,
+		log:       opts.Logger.With("replica", opts.ReplicaID),
+		ttl:       opts.LeaseTTL,
+		view:      newView(k),
+		releasing: make([]bool, opts.Shards),
+	}
+	c.batch.Store(batch)
+	c.view.bad = func(id string, err error) {
+		c.log.Warn("unreadable member key: the member counts, with no address", "member", id, "err", err)
+	}
+	return c, nil
+}
+
+// ShardOf is the shard of the named target: fnv-1a of the name modulo
+// Options.Shards.
+func (c *Cluster) ShardOf(name string) int {
+	return shardOf(name, c.opts.Shards)
+}
+
+// Owns reports whether this replica probes the named target: it holds
+// the shard's owner key on its current lease, and is not releasing it.
+// It is the engine's ownership predicate.
+func (c *Cluster) Owns(name string) bool {
+	s := c.ShardOf(name)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.lease != 0 && c.view.owners[s].lease == c.lease && !c.releasing[s]
+}
+
+// Owner is the replica that owns the named target's shard, from the
+// watched keys (for forwarding API calls); false when the shard has no
+// owner or its owner is not a known member. It may be this replica.
+func (c *Cluster) Owner(name string) (Member, bool) {
+	s := c.ShardOf(name)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o := c.view.owners[s]
+	if o.id == "" {
+		return Member{}, false
+	}
+	m, ok := c.view.members[o.id]
+	if !ok || m.lease != o.lease {
+		return Member{}, false
+	}
+	return c.memberLocked(m), true
+}
+
+// Members are the live replicas, sorted by ID.
+func (c *Cluster) Members() []Member {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ms := make([]Member, 0, len(c.view.members))
+	for _, m := range c.view.sorted() {
+		ms = append(ms, c.memberLocked(m))
+	}
+	return ms
+}
+
+// memberLocked describes m; mu held.
+func (c *Cluster) memberLocked(m *member) Member {
+	return Member{ID: m.id, Addr: m.addr, Joined: m.joined, Shards: c.view.heldBy(m.lease)}
+}
+
+// Fence is what a fenced write of the named target compares: the owner
+// key of its shard must be attached to lease (clientv3.LeaseValue(key) ==
+// lease). ok is false when this replica does not hold the shard's key on
+// its current lease. It still holds while a shard is being released, so
+// that the writes Lose flushes are accepted.
+func (c *Cluster) Fence(name string) (key string, lease clientv3.LeaseID, ok bool) {
+	s := c.ShardOf(name)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.lease == 0 || c.view.owners[s].lease != c.lease {
+		return "", 0, false
+	}
+	return c.keys.shard(s), c.lease, true
+}
+
+// Leading reports whether this replica is the one that compacts etcd's
+// history: the winner of a concurrency.Election under P/leader/, which
+// Run campaigns in for its whole life.
+//
+// The election runs on a concurrency.Session of its own, not on the
+// member lease that fences writes: the Session's automatic keep-alive
+// would renew the fenced lease without the Heartbeat, and a stuck replica
+// would keep its shards — the failure fencing exists for. Compaction
+// needs no fence (a second compactor is harmless: compacting a compacted
+// revision is an error etcd reports and nothing more; a missing one only
+// lets history grow for a while), and a replica that loses and rejoins
+// its member lease does not make the leadership flap. So Leading may be
+// true for a moment after this replica lost its member lease or the
+// election's session expired; use it for compaction only.
+func (c *Cluster) Leading() bool { return c.leading.Load() }
+
+// Stats returns the counters.
+func (c *Cluster) Stats() Stats {
+	c.mu.RLock()
+	st := Stats{Members: len(c.view.members), Lease: c.lease}
+	if c.lease != 0 {
+		st.Shards = c.view.heldBy(c.lease)
+	}
+	c.mu.RUnlock()
+	st.Revision = c.revision.Load()
+	st.Renewals = c.renewals.Load()
+	st.RenewalsSkipped = c.skipped.Load()
+	st.RenewalErrors = c.renewErrors.Load()
+	st.LeaseLosses = c.leaseLosses.Load()
+	st.Claims = c.claims.Load()
+	st.Releases = c.releases.Load()
+	st.Losses = c.losses.Load()
+	st.Leading = c.leading.Load()
+	return st
+}

@@ -1,0 +1,163 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/engine/timeout"
+)
+
+// Why a lease ends.
+var (
+	errNotRenewed   = errors.New("lease not renewed for a TTL")
+	errLeaseExpired = errors.New("etcd: lease expired")
+	errMemberGone   = errors.New("member key deleted")
+	errSessionEnd   = errors.New("session ended")
+)
+
+// session is one lease of this replica, from its join to its loss or
+// its leave. Its context ends, with the cause, as soon as the lease is
+// known lost (fail); the renewer and the watchdog stop then, or when
+// stop is called, and stop waits for them.
+type session struct {
+	lease  clientv3.LeaseID
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	start  time.Time // clock time of the grant request
+	// renewed is the clock time of the last renewal etcd accepted, as its
+	// offset from start: the time its request was sent, which is no later
+	// than etcd's own renewal, so the lease lives at least a TTL from it.
+	renewed atomic.Int64
+	wg      sync.WaitGroup
+}
+
+// deadline is when the lease counts as lost unless renewed again: a TTL
+// after the last renewal was sent, less a margin, so that this replica
+// stops probing before etcd may expire the lease even when the process is
+// scheduled late.
+func (s *session) deadline(ttl time.Duration) time.Time {
+	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - margin(ttl))
+}
+
+// margin is how long before etcd may expire a lease the replica counts it
+// lost: a tenth of the TTL, at least 500 ms. Renewals come every TTL/3,
+// so two of them still fail before the replica gives up.
+func margin(ttl time.Duration) time.Duration {
+	return max(ttl/10, 500*time.Millisecond)
+}
+
+// fail ends the session because its lease is lost (the first cause
+// counts): Owns and Fence are false from now on. Run's goroutine calls
+// Lose when it notices.
+func (c *Cluster) fail(s *session, cause error) {
+	c.mu.Lock()
+	if c.lease == s.lease {
+		c.lease = 0
+	}
+	c.mu.Unlock()
+	s.cancel(cause)
+}
+
+// stop ends the session's goroutines and waits for them.
+func (s *session) stop() {
+	s.cancel(errSessionEnd)
+	s.wg.Wait()
+}
+
+// renew renews the session's lease every TTL/3, only after a heartbeat
+// succeeded in time, until the session ends. A lease etcd no longer
+// knows fails the session; one it does not answer about is the
+// watchdog's business.
+func (c *Cluster) renew(s *session) {
+	t := c.clock.NewTicker(c.ttl / 3)
+	defer t.Stop()
+	stuck := false
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		if err := c.heartbeat(s.ctx); err != nil {
+			c.skipped.Add(1)
+			if !stuck && s.ctx.Err() == nil {
+				c.log.Warn("heartbeat failed; not renewing the lease", "err", err)
+			}
+			stuck = true
+			continue
+		}
+		if stuck {
+			c.log.Info("heartbeat succeeded again; renewing the lease")
+			stuck = false
+		}
+		sent := c.clock.Since(s.start)
+		ctx, cancel := c.timeout(s.ctx, c.ttl/3)
+		_, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			c.fail(s, errLeaseExpired)
+			return
+		case err != nil:
+			if s.ctx.Err() == nil {
+				c.renewErrors.Add(1)
+				c.log.Warn("lease renewal failed", "err", err)
+			}
+		default:
+			c.renewals.Add(1)
+			s.renewed.Store(int64(sent))
+		}
+	}
+}
+
+// heartbeat calls Options.Heartbeat and reports an error unless it
+// returned nil within TTL/3.
+func (c *Cluster) heartbeat(ctx context.Context) error {
+	if c.opts.Heartbeat == nil {
+		return nil
+	}
+	start := c.clock.Now()
+	hctx, cancel := c.timeout(ctx, c.ttl/3)
+	defer cancel()
+	if err := c.opts.Heartbeat(hctx); err != nil {
+		return err
+	}
+	if took := c.clock.Since(start); took > c.ttl/3 {
+		return fmt.Errorf("heartbeat took %v, more than LeaseTTL/3 (%v)", took, c.ttl/3)
+	}
+	return nil
+}
+
+// watchdog fails the session when its lease has not been renewed for
+// about a TTL (see deadline: a stuck heartbeat, or etcd unreachable), by
+// the local clock, whatever the renewer is doing. The lease lives at
+// least a TTL in etcd, so the replica stops probing before anybody else
+// can take its shards.
+func (c *Cluster) watchdog(s *session) {
+	for {
+		t := c.clock.NewTimer(c.clock.Until(s.deadline(c.ttl)))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+		if !c.clock.Now().Before(s.deadline(c.ttl)) {
+			c.fail(s, errNotRenewed)
+			return
+		}
+	}
+}
+
+// timeout is ctx, cancelled after d on the injected clock, with no
+// Deadline (see engine/timeout).
+func (c *Cluster) timeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return timeout.With(ctx, c.clock, d)
+}

@@ -1,0 +1,319 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/cluster"
+	"github.com/probed/probed/internal/etcdtest"
+)
+
+// A replica whose heartbeat fails stops renewing its lease, and once it
+// has not renewed it for a TTL (by its clock) stops probing every shard
+// at once; the others take them over, never while it still probes them.
+// When its heartbeat succeeds again it rejoins with a new lease and,
+// once settled, owns shards again. The fake clock drives renewals and the
+// watchdog; the lease is long, so that etcd expires nothing by itself.
+func TestStuckReplicaLosesItsShards(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 512)
+	const (
+		ttl    = time.Minute      // the harness's
+		settle = 30 * time.Second // the harness's
+	)
+	a, b, c := e.start("a", nil), e.start("b", nil), e.start("c", nil)
+	abc := cluster.Desired([]string{"a", "b", "c"}, e.shards)
+	e.waitOwners(abc, a, b, c)
+	clock.Advance(ttl / 3) // every replica renews, and settles
+	waitRenewals(t, 1, a, b, c)
+	lease := c.c.Stats().Lease
+	_, losesBefore := c.calls()
+
+	c.stuck.Store(true)
+	// Two renewals: a and b renew, c skips.
+	for i := 1; i <= 2; i++ {
+		clock.Advance(ttl / 3)
+		waitRenewals(t, uint64(1+i), a, b)
+		waitFor(t, "c to skip a renewal", func() string {
+			if st := c.c.Stats(); st.RenewalsSkipped < uint64(i) || st.Renewals != 1 {
+				return fmt.Sprintf("c: %+v", st)
+			}
+			return ""
+		})
+	}
+	if !c.c.Owns(e.names[slicesIndex(abc, "c")]) {
+		t.Fatal("c stopped owning before its lease ran out")
+	}
+	// A TTL less a tenth after c's last renewal its watchdog fires.
+	clock.Advance(ttl*9/10 - 2*ttl/3)
+	waitFor(t, "c to lose its lease", func() string {
+		if c.c.Stats().LeaseLosses == 0 {
+			return "not yet"
+		}
+		return ""
+	})
+	if c.c.Owns(e.names[slicesIndex(abc, "c")]) {
+		t.Error("c owns a shard after its lease ran out")
+	}
+	ab := cluster.Desired([]string{"a", "b"}, e.shards)
+	e.waitOwners(ab, a, b)
+	st := c.c.Stats()
+	if st.LeaseLosses != 1 || st.Losses != uint64(count(abc, "c")) || st.Lease != 0 || st.Shards != 0 {
+		t.Errorf("c after losing its lease: %+v; want 1 lease lost, %d shards lost", st, count(abc, "c"))
+	}
+	_, loses := c.calls()
+	if loses = loses[len(losesBefore):]; len(loses) != 1 || len(loses[0].shards) != count(abc, "c") || loses[0].owned != 0 || loses[0].fenced != 0 {
+		t.Fatalf("c's Lose calls: %+v; want one with its %d shards, none owned or fenced", loses, count(abc, "c"))
+	}
+	if m, ok := c.c.Owner(e.names[0]); ok || len(c.c.Members()) != 0 {
+		t.Errorf("c without a lease: Owner = %+v, Members = %v; want nothing (its view is not kept)", m, c.c.Members())
+	}
+	if ttlResp, err := e.cli.TimeToLive(context.Background(), lease); err != nil || ttlResp.TTL != -1 {
+		t.Errorf("c's old lease: %+v, %v; want revoked", ttlResp, err)
+	}
+
+	// Still stuck: c does not join again.
+	clock.Advance(ttl / 3)
+	e.barrier(a, b)
+	if n := len(a.c.Members()); n != 2 {
+		t.Fatalf("a sees %d members while c is stuck, want 2", n)
+	}
+
+	c.stuck.Store(false)
+	// c joins once its back-off (at most a TTL) has passed. Step the
+	// clock a tick at a time, each time until a and b have renewed, so
+	// that no timeout of theirs passes while a renewal is under way.
+	for n := uint64(4); ; n++ {
+		waitRenewals(t, n, a, b)
+		if c.c.Stats().Lease != 0 {
+			break
+		}
+		if n > 10 {
+			t.Fatalf("c did not join again: %+v", c.c.Stats())
+		}
+		clock.Advance(ttl / 3)
+	}
+	e.barrier(a, b, c)
+	if diff := cluster.OwnersDiff(e.owners(), ab); diff != "" {
+		t.Fatalf("c took shards before it settled: %s", diff)
+	}
+	clock.Advance(settle)
+	e.waitOwners(abc, a, b, c)
+	e.history()
+	e.probing.check(t)
+}
+
+// waitRenewals waits until each replica renewed its lease n times.
+func waitRenewals(t *testing.T, n uint64, rs ...*replica) {
+	t.Helper()
+	waitFor(t, "renewals", func() string {
+		for _, r := range rs {
+			if got := r.c.Stats().Renewals; got < n {
+				return fmt.Sprintf("%s renewed %d times, want %d", r.id, got, n)
+			}
+		}
+		return ""
+	})
+}
+
+// etcd expiring a replica's lease (here: revoking it) takes its shards
+// away at once: the replica calls Lose for every one of them and joins
+// again with a new lease.
+func TestLeaseGoneInEtcd(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 256)
+	a, b := e.start("a", nil), e.start("b", nil)
+	ab := cluster.Desired([]string{"a", "b"}, e.shards)
+	e.waitOwners(ab, a, b)
+	clock.Advance(30 * time.Second) // a and b settle, and renew
+	waitRenewals(t, 1, a, b)
+	old := b.c.Stats().Lease
+	_, losesBefore := b.calls()
+	if _, err := e.cli.Revoke(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to lose its lease and join again", func() string {
+		if st := b.c.Stats(); st.LeaseLosses != 1 || st.Lease == 0 || st.Lease == old {
+			return fmt.Sprintf("%+v", st)
+		}
+		return ""
+	})
+	_, loses := b.calls()
+	if loses = loses[len(losesBefore):]; len(loses) != 1 || len(loses[0].shards) != count(ab, "b") || loses[0].owned != 0 {
+		t.Errorf("b's Lose calls: %+v; want one with its %d shards", loses, count(ab, "b"))
+	}
+	// b is a newcomer now, a is settled: a takes everything until b
+	// settles.
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), a, b)
+	clock.Advance(30 * time.Second)
+	e.waitOwners(ab, a, b)
+	e.history()
+}
+
+// With the real clock and etcd's real lease expiry: a replica whose
+// heartbeat fails loses its shards within about a TTL, and the others
+// take them over. (That it stops probing before the others start is
+// checked on the fake clock above: here it depends on the replica's
+// goroutines being scheduled within the margin, which a loaded machine
+// does not promise; fencing covers that case.)
+func TestStuckReplicaLosesItsShardsRealClock(t *testing.T) {
+	e := newEnv(t, etcdtest.Start(t), clockwork.NewRealClock(), 256)
+	const ttl = 2 * time.Second
+	edit := func(o *cluster.Options) { o.LeaseTTL = ttl }
+	a, b, c := e.start("a", edit), e.start("b", edit), e.start("c", edit)
+	abc := cluster.Desired([]string{"a", "b", "c"}, e.shards)
+	e.waitOwners(abc, a, b, c)
+
+	_, losesBefore := c.calls()
+	start := time.Now()
+	c.stuck.Store(true)
+	waitFor(t, "c to lose its shards", func() string {
+		if _, loses := c.calls(); len(loses) == len(losesBefore) {
+			return "no Lose call"
+		}
+		return ""
+	})
+	lost := time.Since(start)
+	ab := cluster.Desired([]string{"a", "b"}, e.shards)
+	e.waitOwners(ab, a, b)
+	t.Logf("c lost its shards %v after its heartbeat began failing (TTL %v); a and b own them %v after", lost, ttl, time.Since(start))
+	st := c.c.Stats()
+	if st.LeaseLosses != 1 || st.RenewalsSkipped == 0 || st.Shards != 0 {
+		t.Errorf("c: %+v; want 1 lease lost, renewals skipped", st)
+	}
+	_, loses := c.calls()
+	if lost := loses[len(losesBefore)]; len(lost.shards) != count(abc, "c") {
+		t.Errorf("c lost %d shards, want %d", len(lost.shards), count(abc, "c"))
+	}
+	e.history()
+	e.probing.mu.Lock()
+	t.Logf("shards probed by two replicas for a moment: %d", len(e.probing.doubts))
+	e.probing.mu.Unlock()
+}
+
+// A replica started with the ID of a live one waits for it to go (a
+// restart under the same ID while the previous lease lives) and joins
+// after.
+func TestReplicaIDInUse(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 64)
+	first := e.start("a", nil)
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), first)
+	second := e.start("a", nil)
+	waitFor(t, "the second a to be refused", func() string {
+		if !second.log.has("replica ID in use by another lease") {
+			return "not yet"
+		}
+		return ""
+	})
+	resp, err := e.cli.Get(context.Background(), e.prefix+"members/a")
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != first.c.Stats().Lease {
+		t.Fatalf("member key %v, %v; want the first a's", resp.Kvs, err)
+	}
+	if st := second.c.Stats(); st.Lease != 0 || st.Shards != 0 {
+		t.Fatalf("the second a joined while the first is a member: %+v", st)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second a to join", func() string {
+		if second.c.Stats().Lease == 0 {
+			clock.Advance(time.Minute / 3)
+			return "not joined"
+		}
+		return ""
+	})
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), second)
+}
+
+func slicesIndex(ss []string, s string) int {
+	for i, x := range ss {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// A heartbeat that returns nil but later than TTL/3 does not renew the
+// lease either: the scheduler is too slow to be trusted with probes.
+func TestLateHeartbeatSkipsTheRenewal(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 16)
+	const ttl = time.Minute
+	var late atomic.Bool
+	a := e.start("a", func(o *cluster.Options) {
+		o.Heartbeat = func(ctx context.Context) error {
+			if late.CompareAndSwap(true, false) {
+				clock.Advance(ttl/3 + time.Millisecond) // this heartbeat takes that long
+			}
+			return nil
+		}
+	})
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), a)
+	clock.Advance(ttl / 3)
+	waitRenewals(t, 1, a)
+	late.Store(true)
+	clock.Advance(ttl / 3)
+	waitFor(t, "a skipped renewal", func() string {
+		// (The late heartbeat's Advance lets the next tick renew again.)
+		if st := a.c.Stats(); st.RenewalsSkipped != 1 || st.LeaseLosses != 0 {
+			return fmt.Sprintf("%+v", st)
+		}
+		return ""
+	})
+}
+
+// A Gain that fails is retried after TTL/3 with the same shards and
+// revision; the shards stay claimed (and owned) meanwhile.
+func TestGainFailureIsRetried(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 16)
+	var calls []gainCall
+	var mu sync.Mutex
+	a := e.start("a", func(o *cluster.Options) {
+		o.Gain = func(_ context.Context, shards []int, rev int64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, gainCall{slices.Clone(shards), rev})
+			if len(calls) == 1 {
+				return errors.New("view not caught up")
+			}
+			return nil
+		}
+	})
+	waitFor(t, "the first Gain", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 1 {
+			return fmt.Sprintf("%d calls", len(calls))
+		}
+		return ""
+	})
+	if !a.c.Owns(e.names[0]) || a.c.Stats().Shards != e.shards {
+		t.Fatalf("after a failed Gain: Owns %v, %+v; want every shard still claimed", a.c.Owns(e.names[0]), a.c.Stats())
+	}
+	clock.Advance(time.Minute / 3)
+	waitFor(t, "Gain again", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 {
+			return fmt.Sprintf("%d calls", len(calls))
+		}
+		return ""
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls[1].shards) != e.shards || !slices.Equal(calls[0].shards, calls[1].shards) || calls[0].rev != calls[1].rev {
+		t.Errorf("Gain calls: %+v; want the same shards and revision twice", calls)
+	}
+}

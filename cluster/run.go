@@ -1,0 +1,558 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errMemberTaken: the replica ID's member key is on another lease.
+var errMemberTaken = errors.New("replica ID in use by another lease")
+
+// permanent marks an error Run does not retry.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// Run is this replica's membership until ctx ends: it pins the shard
+// count (an error if the cluster's differs), joins with a lease, keeps it
+// (renewed only after a successful Heartbeat), follows the member and
+// shard keys, claims and releases shards as the assignment says (calling
+// Gain and Lose), and after losing its lease stops probing at once and
+// rejoins with a new one (once a heartbeat succeeds). When ctx ends it
+// leaves: its member key goes first (so that the others stop counting
+// it), then every shard is released gracefully (Lose, then the key is
+// deleted), then the lease is revoked. It returns nil then, having waited
+// for every goroutine it started. Errors of etcd are logged and retried;
+// Run returns an error only for a different shard count, an unreadable
+// P/meta, or a closed client.
+func (c *Cluster) Run(ctx context.Context) error {
+	if !c.runOnce.CompareAndSwap(false, true) {
+		return errors.New("cluster: Run called twice")
+	}
+	if err := c.retry(ctx, "pin the shard count", c.pinShards); err != nil {
+		return err
+	}
+	leadCtx, stopLead := context.WithCancel(ctx)
+	leadDone := make(chan struct{})
+	go func() {
+		defer close(leadDone)
+		c.lead(leadCtx)
+	}()
+	defer func() {
+		stopLead()
+		<-leadDone
+	}()
+
+	backoff := c.ttl / 3
+	for {
+		s, err := c.join(ctx)
+		if err == nil {
+			backoff = c.ttl / 3
+			err = c.serve(ctx, s)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, new(permanent)):
+			return err
+		case s != nil:
+			continue // lost: rejoin at once (join waits for a heartbeat)
+		}
+		c.log.Warn("cannot join the cluster; retrying", "err", err, "in", backoff)
+		if !c.sleep(ctx, backoff) {
+			return nil
+		}
+		backoff = min(2*backoff, c.ttl)
+	}
+}
+
+// retry calls f until it succeeds, fails permanently (ErrShardCount and
+// other permanent errors) or ctx ends.
+func (c *Cluster) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	backoff := c.ttl / 3
+	for {
+		fctx, cancel := c.timeout(ctx, c.ttl)
+		err := f(fctx)
+		cancel()
+		if err == nil || errors.As(err, new(permanent)) {
+			return err
+		}
+		if c.opts.Client.Ctx().Err() != nil {
+			return fmt.Errorf("cluster: %s: etcd client closed: %w", what, err)
+		}
+		c.log.Warn("etcd request failed; retrying", "op", what, "err", err, "in", backoff)
+		if !c.sleep(ctx, backoff) {
+			return nil
+		}
+		backoff = min(2*backoff, c.ttl)
+	}
+}
+
+// sleep waits d on the clock; false if ctx ended first.
+func (c *Cluster) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.Chan():
+		return true
+	}
+}
+
+// join grants a lease (after a heartbeat: a stuck replica does not join),
+// creates the member key on it and loads the view, in one transaction,
+// and starts the lease's renewer and watchdog.
+func (c *Cluster) join(ctx context.Context) (*session, error) {
+	if c.opts.Client.Ctx().Err() != nil {
+		return nil, permanent{errors.New("cluster: etcd client closed")}
+	}
+	if err := c.heartbeat(ctx); err != nil {
+		c.skipped.Add(1)
+		return nil, fmt.Errorf("heartbeat failed: %w", err)
+	}
+	start := c.clock.Now()
+	gctx, cancel := c.timeout(ctx, c.ttl)
+	defer cancel()
+	g, err := c.opts.Client.Grant(gctx, int64(c.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("grant a lease: %w", err)
+	}
+	key := c.keys.member(c.opts.ReplicaID)
+	val := memberValue{Addr: c.opts.AdvertiseAddr, Joined: c.clock.Now()}.encode()
+	from, end := c.keys.watched()
+	resp, err := c.opts.Client.Txn(gctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(g.ID)), clientv3.OpGet(from, clientv3.WithRange(end))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = errMemberTaken
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			err = fmt.Errorf("%w: %s is on lease %x (a previous run of this replica, until it expires, or another replica with the same ID)", errMemberTaken, key, kvs[0].Lease)
+		}
+	}
+	if err != nil {
+		c.revoke(ctx, g.ID)
+		return nil, err
+	}
+	s := &session{lease: g.ID, start: start}
+	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	rev := resp.Header.Revision
+	c.mu.Lock()
+	c.view.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
+	c.lease = s.lease
+	clear(c.releasing)
+	members := len(c.view.members)
+	c.mu.Unlock()
+	c.revision.Store(rev)
+	s.wg.Go(func() { c.renew(s) })
+	s.wg.Go(func() { c.watchdog(s) })
+	c.log.Info("joined the cluster", "lease", int64(s.lease), "ttl", c.ttl, "members", members, "revision", rev)
+	return s, nil
+}
+
+// revoke revokes lease, best effort (bounded by a TTL): its keys go at
+// once rather than when it expires.
+func (c *Cluster) revoke(ctx context.Context, lease clientv3.LeaseID) {
+	rctx, cancel := c.timeout(context.WithoutCancel(ctx), c.ttl)
+	defer cancel()
+	if _, err := c.opts.Client.Revoke(rctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		c.log.Warn("cannot revoke the lease; it expires by itself", "lease", int64(lease), "err", err)
+	}
+}
+
+// loop is the state of Run's goroutine during one session.
+type loop struct {
+	c   *Cluster
+	s   *session
+	run context.Context // Run's
+	// work is cancelled when the lease is lost or Run's ctx ends: the
+	// context of Gain and of claims.
+	work context.Context
+
+	watch        clientv3.WatchChan // nil while none is open
+	stopWatch    context.CancelFunc
+	watchStarted time.Time
+	rewatchAt    time.Time // when to open the watch again; zero: now
+	resync       bool      // reload the view before watching (compacted)
+
+	// gone are shards the view saw deleted in the change that also
+	// deleted the member key: lost() passes them to Lose with the rest.
+	gone []int
+
+	pending    []int // claimed shards Gain has not accepted yet
+	pendingRev int64
+	retryAt    time.Time // no claim, Gain or release before (etcd or Gain failed)
+	refusedAt  int64     // the view's revision when a claim found shards taken
+
+	wake  chan struct{}
+	timer clockwork.Timer
+}
+
+// serve runs the session until its lease is lost (an error) or ctx ends
+// (nil, after leaving).
+func (c *Cluster) serve(ctx context.Context, s *session) error {
+	defer s.stop()
+	work, cancelWork := context.WithCancel(s.ctx)
+	defer cancelWork()
+	defer context.AfterFunc(ctx, cancelWork)()
+	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1)}
+	defer l.closeWatch()
+	defer func() {
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+	}()
+	for {
+		if s.ctx.Err() != nil {
+			return l.lost()
+		}
+		if ctx.Err() != nil {
+			return l.leave()
+		}
+		if l.watch == nil && !c.clock.Now().Before(l.rewatchAt) {
+			if err := l.openWatch(); err != nil {
+				return err
+			}
+		}
+		l.arm(l.reconcile())
+		select {
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+		case <-l.wake:
+		case wr, ok := <-l.watch:
+			l.receive(wr, ok)
+		}
+	}
+}
+
+// arm wakes the loop at t (if not zero).
+func (l *loop) arm(t time.Time) {
+	for _, at := range []time.Time{l.rewatchAt, l.retryAt} {
+		if !at.IsZero() && l.c.clock.Now().Before(at) && (t.IsZero() || at.Before(t)) {
+			t = at
+		}
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if t.IsZero() {
+		return
+	}
+	l.timer = l.c.clock.AfterFunc(l.c.clock.Until(t), func() {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// reconcile acts on the assignment: claims the free shards this replica
+// should own and calls Gain, releases those another should own. It
+// returns when the assignment may change by itself (a member settles).
+func (l *loop) reconcile() time.Time {
+	c, s := l.c, l.s
+	now := c.clock.Now()
+	p := c.view.assign(c.opts.ReplicaID, s.lease, now, c.opts.Settle)
+	defer c.revision.Store(c.view.rev)
+	if now.Before(l.retryAt) {
+		return p.wake
+	}
+	l.retryAt = time.Time{}
+	if regain := l.regain(p); len(regain) > 0 {
+		l.pending = append(l.pending, regain...)
+		l.pendingRev = max(l.pendingRev, c.view.rev)
+	}
+	if len(p.claim) > 0 && c.view.rev != l.refusedAt {
+		claimed, rev, err := c.claim(l.work, s, p.claim)
+		if err == nil && len(claimed) < len(p.claim) {
+			// Some were claimed by others meanwhile: the watch is about
+			// to tell; claim again once it has.
+			l.refusedAt = c.view.rev
+		}
+		if len(claimed) > 0 {
+			c.claims.Add(uint64(len(claimed)))
+			l.pending = append(l.pending, claimed...)
+			l.pendingRev = max(l.pendingRev, rev)
+		}
+		if err != nil && l.work.Err() == nil {
+			c.log.Warn("cannot claim shards; retrying", "shards", len(p.claim), "claimed", len(claimed), "err", err)
+			l.retryAt = now.Add(c.ttl / 3)
+		}
+	}
+	if len(l.pending) > 0 && l.work.Err() == nil {
+		l.gain()
+	}
+	if len(p.release) > 0 && l.run.Err() == nil && s.ctx.Err() == nil {
+		stalled, err := c.release(s, p.release)
+		if n := len(p.release) - len(stalled); n > 0 {
+			c.log.Info("released shards", "shards", n, "to", p.releaseTo, "owned", c.Stats().Shards)
+		}
+		if err != nil && s.ctx.Err() == nil {
+			c.log.Warn("cannot release shards; retrying", "shards", len(stalled), "err", err)
+			l.retryAt = now.Add(c.ttl / 3)
+		}
+	}
+	return p.wake
+}
+
+// regain takes back shards whose release stalled (their key could not be
+// deleted) and that this replica should own again.
+func (l *loop) regain(p plan) []int {
+	c := l.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var regain []int
+	for _, sh := range p.keep {
+		if c.releasing[sh] {
+			c.releasing[sh] = false
+			regain = append(regain, sh)
+		}
+	}
+	return regain
+}
+
+// gain calls Gain with the pending shards this replica still holds; they
+// stay pending if it fails.
+func (l *loop) gain() {
+	c := l.c
+	c.mu.RLock()
+	held := l.pending[:0]
+	for _, sh := range l.pending {
+		if c.view.owners[sh].lease == l.s.lease && !c.releasing[sh] {
+			held = append(held, sh)
+		}
+	}
+	c.mu.RUnlock()
+	slices.Sort(held)
+	l.pending = slices.Compact(held)
+	if len(l.pending) == 0 {
+		return
+	}
+	gctx, cancel := c.timeout(l.work, c.ttl)
+	err := c.opts.Gain(gctx, l.pending, l.pendingRev)
+	cancel()
+	if err != nil {
+		if l.work.Err() == nil {
+			c.log.Warn("Gain failed; retrying", "shards", len(l.pending), "err", err)
+			l.retryAt = c.clock.Now().Add(c.ttl / 3)
+		}
+		return
+	}
+	c.log.Info("gained shards", "shards", len(l.pending), "revision", l.pendingRev, "owned", c.Stats().Shards)
+	l.pending, l.pendingRev = nil, 0
+}
+
+// openWatch watches the member and shard keys from the view's next
+// revision, reloading the view first when etcd compacted it.
+func (l *loop) openWatch() error {
+	c := l.c
+	if c.opts.Client.Ctx().Err() != nil {
+		return permanent{errors.New("cluster: etcd client closed")}
+	}
+	from, end := c.keys.watched()
+	if l.resync {
+		gctx, cancel := c.timeout(l.s.ctx, c.ttl)
+		resp, err := c.opts.Client.Get(gctx, from, clientv3.WithRange(end))
+		cancel()
+		if err != nil {
+			c.log.Warn("cannot reload the member and shard keys; retrying", "err", err)
+			l.rewatchAt = c.clock.Now().Add(c.ttl / 3)
+			return nil
+		}
+		c.mu.Lock()
+		lost := c.view.load(resp.Kvs, resp.Header.Revision, l.s.lease)
+		c.mu.Unlock()
+		l.resync = false
+		l.afterChange(lost)
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.s.ctx))
+	l.watch = c.opts.Client.Watch(wctx, from, clientv3.WithRange(end), clientv3.WithRev(c.view.rev+1))
+	l.stopWatch = cancel
+	l.watchStarted = c.clock.Now()
+	l.rewatchAt = time.Time{}
+	return nil
+}
+
+func (l *loop) closeWatch() {
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+	l.watch, l.stopWatch = nil, nil
+}
+
+// receive applies a watch response, and every other one already waiting.
+func (l *loop) receive(wr clientv3.WatchResponse, ok bool) {
+	for {
+		if !l.apply(wr, ok) {
+			return
+		}
+		select {
+		case wr, ok = <-l.watch:
+		default:
+			return
+		}
+	}
+}
+
+// apply applies one watch response; false when the watch ended (it is
+// opened again later).
+func (l *loop) apply(wr clientv3.WatchResponse, ok bool) bool {
+	c := l.c
+	if !ok || wr.Canceled || wr.Err() != nil {
+		l.closeWatch()
+		if wr.CompactRevision != 0 {
+			l.resync = true
+		}
+		// Open it again at once, unless it ended soon after it opened.
+		if again := l.watchStarted.Add(c.ttl / 3); c.clock.Now().Before(again) {
+			l.rewatchAt = again
+		}
+		if l.s.ctx.Err() == nil && l.run.Err() == nil {
+			c.log.Warn("watch of the member and shard keys ended; reopening", "err", wr.Err(), "revision", c.view.rev)
+		}
+		return false
+	}
+	var lost []int
+	c.mu.Lock()
+	for _, ev := range wr.Events {
+		if sh := c.view.apply(ev, l.s.lease); sh >= 0 {
+			lost = append(lost, sh)
+		}
+	}
+	c.view.rev = max(c.view.rev, wr.Header.Revision)
+	c.mu.Unlock()
+	l.afterChange(lost)
+	return true
+}
+
+// afterChange handles what a change of the view took from this replica:
+// its member key (the lease is then considered lost) or some shards.
+func (l *loop) afterChange(lost []int) {
+	c := l.c
+	c.mu.RLock()
+	m, ok := c.view.members[c.opts.ReplicaID]
+	c.mu.RUnlock()
+	if !ok || m.lease != l.s.lease {
+		l.gone = append(l.gone, lost...)
+		c.fail(l.s, errMemberGone)
+		return // lost() calls Lose
+	}
+	if len(lost) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, sh := range lost {
+		c.releasing[sh] = false
+	}
+	c.mu.Unlock()
+	l.pending = without(l.pending, lost)
+	c.losses.Add(uint64(len(lost)))
+	c.log.Warn("shards lost: their owner keys were deleted", "shards", len(lost))
+	ctx, cancel := c.timeout(l.s.ctx, c.ttl)
+	defer cancel()
+	if err := c.opts.Lose(ctx, lost); err != nil {
+		c.log.Warn("Lose failed", "shards", len(lost), "err", err)
+	}
+}
+
+// lost ends a session whose lease is lost: Lose for every shard it held
+// (Owns is already false), then the lease is revoked, in case etcd still
+// has it, so that the others take the shards now rather than at its
+// expiry.
+func (l *loop) lost() error {
+	c, s := l.c, l.s
+	cause := context.Cause(s.ctx)
+	l.closeWatch()
+	held := append(l.forget(), l.gone...)
+	slices.Sort(held)
+	c.leaseLosses.Add(1)
+	c.log.Warn("lease lost: this replica stops probing its shards", "lease", int64(s.lease), "cause", cause, "shards", len(held))
+	if len(held) > 0 {
+		c.losses.Add(uint64(len(held)))
+		ctx, cancel := c.timeout(context.WithoutCancel(s.ctx), c.ttl)
+		if err := c.opts.Lose(ctx, held); err != nil {
+			c.log.Warn("Lose failed", "shards", len(held), "err", err)
+		}
+		cancel()
+	}
+	c.revoke(s.ctx, s.lease)
+	return fmt.Errorf("cluster: %w", cause)
+}
+
+// leave ends the session because Run's ctx ended: the member key goes
+// first, then every shard is released (Lose, then the key is deleted),
+// then the lease is revoked. The renewer keeps the lease meanwhile.
+func (l *loop) leave() error {
+	c, s := l.c, l.s
+	l.closeWatch()
+	key := c.keys.member(c.opts.ReplicaID)
+	ctx, cancel := c.timeout(s.ctx, c.ttl)
+	_, err := c.opts.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	cancel()
+	if err != nil {
+		c.log.Warn("cannot delete the member key", "err", err)
+	}
+	c.mu.RLock()
+	held := c.view.shardsOf(s.lease)
+	c.mu.RUnlock()
+	var stalled []int
+	if len(held) > 0 {
+		stalled, err = c.release(s, held)
+		if err != nil {
+			c.log.Warn("cannot release shards; they are freed when the lease is revoked or expires", "shards", len(stalled), "err", err)
+		}
+	}
+	c.revoke(s.ctx, s.lease)
+	l.forget()
+	c.fail(s, errSessionEnd)
+	c.log.Info("left the cluster", "released", len(held)-len(stalled))
+	return nil
+}
+
+// forget drops the session's lease and empties the view, which nothing
+// keeps current until the next session reloads it (so Owner and Members
+// do not answer from stale keys), and returns the shards it held.
+func (l *loop) forget() []int {
+	c, s := l.c, l.s
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease == s.lease {
+		c.lease = 0
+	}
+	held := c.view.shardsOf(s.lease)
+	c.view.load(nil, c.view.rev, 0)
+	clear(c.releasing)
+	l.pending = nil
+	return held
+}
+
+// without is ss without the elements of drop.
+func without(ss, drop []int) []int {
+	if len(ss) == 0 || len(drop) == 0 {
+		return ss
+	}
+	d := make(map[int]bool, len(drop))
+	for _, x := range drop {
+		d[x] = true
+	}
+	out := ss[:0]
+	for _, x := range ss {
+		if !d[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
