@@ -1,20 +1,20 @@
 package check
 
 import (
+	"bytes"
 	"context"
-	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/probed/probed/engine/probe"
 )
@@ -39,11 +39,15 @@ const quoteLimit = 64
 // published, stored and logged.
 const redacted = "REDACTED"
 
-// httpChecker runs an httpGet probe. It owns one http.Transport, so a
-// kept-alive connection is reused by this probe only; Close closes it.
+// httpChecker runs an httpGet probe. It is an HTTP/1.1 client of its
+// own, on the checking goroutine: net/http writes its request (once, at
+// Open, unless headers are injected per request) and parses the
+// responses (http.ReadResponse), and its httpTransport keeps the
+// connection alive between checks for this probe alone. An idle probe
+// holds a file descriptor: no goroutine, no buffer.
 type httpChecker struct {
 	url      string      // the probe URL
-	header   http.Header // request headers; cloned for each request
+	header   http.Header // request headers (the spec's, User-Agent, Accept)
 	custom   []string    // names of the spec's headers, canonical
 	ua       string      // the default User-Agent
 	host     string      // Host header override ("" means from the URL)
@@ -51,8 +55,11 @@ type httpChecker struct {
 	maxBody  int
 	inject   func(context.Context, http.Header)
 
-	transport *http.Transport
-	client    *http.Client
+	target     *url.URL // url, parsed
+	keepAlive  bool
+	request    []byte // the first request as written, when no header is injected
+	requestErr error  // why the request cannot be written (every check fails with it)
+	transport  *httpTransport
 }
 
 // newHTTPChecker prepares the probe of g: its URL, headers, TLS
@@ -68,22 +75,15 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpGet.%w", err)
 	}
-	header, host := probeHeader(g.Headers, o.UserAgent)
-	dialer := newDialer(o.Policy, g.DisableKeepAlive)
-	// HTTP/1.1 only (a custom dialer and TLS config without
-	// ForceAttemptHTTP2), no proxy and no compression, as kubelet. The
-	// dial and the TLS handshake end with the check (guardedDial); the
-	// response's header is bounded in bytes.
-	tr := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            guardedDial(dialer),
-		TLSClientConfig:        tlsCfg,
-		DisableKeepAlives:      g.DisableKeepAlive,
-		DisableCompression:     true,
-		MaxIdleConnsPerHost:    1,
-		IdleConnTimeout:        idleConnTimeout,
-		MaxResponseHeaderBytes: int64(o.MaxHeaderBytes),
+	if tlsCfg.ServerName == "" {
+		// The name verified and sent (SNI) is the URL's host, as net/http
+		// sends it; redirects are followed on that host only.
+		tlsCfg.ServerName = tlsHost(u)
 	}
+	header, host := probeHeader(g.Headers, o.UserAgent)
+	// HTTP/1.1 only (no ALPN), no proxy and no compression, as kubelet.
+	// The dial and the TLS handshake end with the check; the response's
+	// header is bounded in bytes.
 	c := &httpChecker{
 		url:       u.String(),
 		header:    header,
@@ -92,25 +92,51 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		expected:  g.ExpectedBody,
 		maxBody:   o.MaxBodyBytes,
 		inject:    o.Inject,
-		transport: tr,
+		target:    u,
+		keepAlive: !g.DisableKeepAlive,
+		transport: newHTTPTransport(newDialer(o.Policy, g.DisableKeepAlive), tlsCfg, !g.DisableKeepAlive, o.MaxHeaderBytes),
 	}
 	for _, h := range g.Headers {
 		c.custom = append(c.custom, http.CanonicalHeaderKey(h.Name))
 	}
-	c.client = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
+	if c.inject == nil {
+		c.request, c.requestErr = c.writeRequest(nil, u, header, host)
+	}
 	return c, nil
 }
 
-// guardedDial dials with d under the connGuard of the check the dial is
-// for (found in ctx), so that neither the dial nor the TLS handshake that
-// follows outlives the check.
-func guardedDial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if g := guardFrom(ctx); g != nil {
-			return g.dial(ctx, d, network, addr)
+// tlsHost is the TLS server name of u: its host, bracketed when IPv6
+// (net/http's).
+func tlsHost(u *url.URL) string {
+	h := canonicalAddr(u)
+	return h[:strings.LastIndex(h, ":")]
+}
+
+// writeRequest appends to b the GET request of u with header h and Host
+// host ("" means u's), as net/http's transport writes it: with
+// "Connection: close" when the connection is not kept, and refused when a
+// header cannot be sent.
+func (c *httpChecker) writeRequest(b []byte, u *url.URL, h http.Header, host string) ([]byte, error) {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("invalid header field name %q", k)
 		}
-		return d.DialContext(ctx, network, addr)
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, fmt.Errorf("invalid header field value for key %v", k)
+			}
+		}
 	}
+	req := &http.Request{
+		Method: http.MethodGet, URL: u, Host: host, Header: h,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Close: !c.keepAlive,
+	}
+	buf := bytes.NewBuffer(b)
+	if err := req.Write(buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // probeURL is kubelet's URL for g: scheme HTTP unless HTTPS, host and port
@@ -163,32 +189,87 @@ func probeHeader(hs []probe.Header, ua string) (http.Header, string) {
 	return h, host
 }
 
-// checkRedirect follows redirects to the same host name, at most
-// maxRedirects; a redirect to another host ends the probe with the 3xx
-// response (kubelet's followNonLocalRedirects=false). The spec's headers
-// (credentials, often) go only where the probe was sent: a redirect that
-// changes the scheme or the port gets probed's default headers alone, and
-// no Referer.
-func (c *httpChecker) checkRedirect(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
+// redirect returns the request that follows resp, a response to u (the
+// n-th request of the check), as net/http's client makes it, or nil when
+// resp is the answer: it is not a redirect net/http follows (301, 302,
+// 303, 307, 308 with a Location), or it goes to another host name (not
+// followed, kubelet's followNonLocalRedirects=false). After maxRedirects
+// it fails with errTooManyRedirects, naming the Location. The spec's
+// headers (credentials, often) go only where the probe was sent: a
+// redirect that changes the scheme or the port gets probed's default
+// headers alone, and no Referer. first is the check's first request.
+func (c *httpChecker) redirect(resp *http.Response, u *url.URL, n int, first *hop) (*hop, error) {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil, nil
 	}
-	if len(via) >= maxRedirects {
-		return errTooManyRedirects
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil, nil
 	}
-	if !sameOrigin(req.URL, via[0].URL) {
+	next, err := u.Parse(loc)
+	if err != nil {
+		return nil, urlError(u, fmt.Errorf("failed to parse Location header %q: %v", loc, err))
+	}
+	h := &hop{url: next, header: first.header.Clone()}
+	if c.host != "" && c.host != c.target.Host {
+		// A Host header set by the spec stays for a relative Location.
+		if l, _ := url.Parse(loc); l != nil && !l.IsAbs() {
+			h.host = c.host
+		}
+	}
+	if ref := refererForURL(u, next, h.header.Get("Referer")); ref != "" {
+		h.header.Set("Referer", ref)
+	}
+	if next.Hostname() != first.url.Hostname() {
+		return nil, nil
+	}
+	if n >= maxRedirects {
+		return nil, &url.Error{Op: "Get", URL: loc, Err: errTooManyRedirects}
+	}
+	if !sameOrigin(next, first.url) {
 		for _, name := range c.custom {
-			req.Header.Del(name)
+			h.header.Del(name)
 		}
-		req.Header.Del("Referer") // the previous URL: its query may be a secret
-		if req.Header.Get("User-Agent") == "" {
-			req.Header.Set("User-Agent", c.ua)
+		h.header.Del("Referer") // the previous URL: its query may be a secret
+		if h.header.Get("User-Agent") == "" {
+			h.header.Set("User-Agent", c.ua)
 		}
-		if req.Header.Get("Accept") == "" {
-			req.Header.Set("Accept", "*/*")
+		if h.header.Get("Accept") == "" {
+			h.header.Set("Accept", "*/*")
 		}
 	}
-	return nil
+	if user := next.User; user != nil && h.header.Get("Authorization") == "" {
+		password, _ := user.Password()
+		h.header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user.Username()+":"+password)))
+	}
+	return h, nil
+}
+
+// hop is one request of a check: the first, or one a redirect asked for.
+type hop struct {
+	url    *url.URL
+	header http.Header
+	host   string // Host header ("" means the URL's)
+}
+
+// refererForURL is net/http's Referer for a redirect from last to next:
+// none from HTTPS to HTTP, else the header the request set, else last
+// without its user information.
+func refererForURL(last, next *url.URL, explicit string) string {
+	if last.Scheme == "https" && next.Scheme == "http" {
+		return ""
+	}
+	if explicit != "" {
+		return explicit
+	}
+	referer := last.String()
+	if last.User != nil {
+		referer = strings.Replace(referer, last.User.String()+"@", "", 1)
+	}
+	return referer
 }
 
 // sameOrigin reports whether a and b have the same scheme, host and port
@@ -217,9 +298,8 @@ func port(u *url.URL) string {
 // expected body "..."" (each quoted body clipped to 64 bytes), "HTTP probe
 // failed reading the body: <error>", or is the client's error text (for
 // example `Get "http://...": dial tcp ...: connect: connection refused`,
-// or "...: too many redirects (stopped after 10)"). Phases are measured
-// with httptrace and summed over redirects; a reused connection adds no
-// DNS, Connect or TLS time.
+// or "...: too many redirects (stopped after 10)"). Phases are summed
+// over redirects; a reused connection adds no DNS, Connect or TLS time.
 //
 // Everything the server sends is bounded: the response header by
 // Options.MaxHeaderBytes, the body by MaxBodyBytes, the message by
@@ -228,35 +308,51 @@ func port(u *url.URL) string {
 // REDACTED in messages.
 func (c *httpChecker) Check(ctx context.Context) probe.Outcome {
 	start := time.Now()
-	var pt phaseTrace
-	g := newConnGuard(ctx)
-	trace := pt.clientTrace()
-	// The transport hands the request a connection once it is dialed
-	// (and its TLS handshake done); from then on the request's own
-	// cancellation closes it.
-	trace.GotConn = func(httptrace.GotConnInfo) { g.release() }
-	res, msg := c.get(withGuard(httptrace.WithClientTrace(ctx, trace), g))
-	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start), Phases: pt.phases()}
+	var ph probe.Phases
+	res, msg := c.get(ctx, &ph)
+	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start), Phases: ph}
 }
 
-func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return probe.Failure, redactError(err)
-	}
-	req.Header = c.header.Clone()
-	req.Host = c.host
+func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, string) {
+	first := &hop{url: c.target, header: c.header, host: c.host}
+	req, err := c.request, c.requestErr
 	if c.inject != nil {
-		c.inject(ctx, req.Header)
+		first.header = c.header.Clone()
+		c.inject(ctx, first.header)
+		req, err = c.writeRequest(nil, first.url, first.header, first.host)
 	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return probe.Failure, redactError(err)
+	h := first
+	for n := 1; ; n++ {
+		if err != nil {
+			return probe.Failure, redactError(urlError(h.url, err))
+		}
+		ex, err := c.transport.roundTrip(ctx, h.url, req, ph)
+		if err != nil {
+			return probe.Failure, redactError(urlError(h.url, err))
+		}
+		next, err := c.redirect(ex.resp, h.url, n, first)
+		if next == nil && err == nil {
+			return c.answer(ex)
+		}
+		// Read a little of the redirect's body, so that its connection
+		// can be reused (net/http's 2 KiB).
+		_, complete, _ := readBody(ex.resp.Body, 2<<10)
+		ex.done(complete)
+		if err != nil {
+			return probe.Failure, redactError(err)
+		}
+		h = next
+		req, err = c.writeRequest(nil, h.url, h.header, h.host)
 	}
-	defer func() { _ = resp.Body.Close() }()
+}
+
+// answer judges the final response of a check.
+func (c *httpChecker) answer(ex *exchange) (probe.Result, string) {
+	resp := ex.resp
 	// Read even a failing response's body (bounded), so that its
 	// connection can be reused.
-	body, rerr := readAtMost(resp.Body, c.maxBody)
+	body, complete, rerr := readBody(resp.Body, c.maxBody)
+	ex.done(complete)
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 	}
@@ -272,6 +368,16 @@ func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
 	}
 	return probe.Success, strings.TrimSpace(string(body))
+}
+
+// urlError is err as net/http's client reports it: `Get "URL": err`,
+// with a password in the URL masked.
+func urlError(u *url.URL, err error) error {
+	s := u.String()
+	if _, ok := u.User.Password(); ok {
+		s = strings.Replace(s, u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return &url.Error{Op: "Get", URL: s, Err: err}
 }
 
 // redactError is err's text with the values of the query of the URL it
@@ -304,19 +410,8 @@ func redactQuery(raw string) string {
 	return base + "?" + strings.Join(params, "&")
 }
 
-// Close closes the checker's idle connection.
-func (c *httpChecker) Close() { c.transport.CloseIdleConnections() }
-
-// readAtMost reads r up to n bytes; more is dropped without error.
-func readAtMost(r io.Reader, n int) ([]byte, error) {
-	// One byte more than n lets a body of exactly n bytes reach EOF, which
-	// returns its connection to the pool.
-	b, err := io.ReadAll(io.LimitReader(r, int64(n)+1))
-	if len(b) > n {
-		b = b[:n]
-	}
-	return b, err
-}
+// Close closes the checker's idle connections.
+func (c *httpChecker) Close() { c.transport.close() }
 
 // quoteClip quotes s, clipped to quoteLimit bytes (on a rune boundary)
 // with "..." after the closing quote when clipped.
@@ -329,73 +424,4 @@ func quoteClip(s string) string {
 		n--
 	}
 	return strconv.Quote(s[:n]) + "..."
-}
-
-// phaseTrace times the phases of one probe's requests. Its hooks may run
-// on several goroutines (DNS and happy-eyeballs dials), hence mu.
-type phaseTrace struct {
-	mu        sync.Mutex
-	p         probe.Phases // guarded by mu
-	dnsStart  time.Time    // guarded by mu
-	connStart time.Time    // guarded by mu; first ConnectStart of this connection
-	connected bool         // guarded by mu; a dial of this connection succeeded
-	tlsStart  time.Time    // guarded by mu
-	wrote     time.Time    // guarded by mu
-}
-
-func (t *phaseTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GetConn: func(string) {
-			t.mu.Lock()
-			t.connStart, t.connected = time.Time{}, false
-			t.mu.Unlock()
-		},
-		DNSStart: func(httptrace.DNSStartInfo) { t.mark(&t.dnsStart) },
-		DNSDone:  func(httptrace.DNSDoneInfo) { t.add(&t.p.DNS, &t.dnsStart) },
-		ConnectStart: func(string, string) {
-			t.mu.Lock()
-			if t.connStart.IsZero() {
-				t.connStart = time.Now()
-			}
-			t.mu.Unlock()
-		},
-		ConnectDone: func(_, _ string, err error) {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			// Count the first successful dial only: happy eyeballs may
-			// race two and discard one.
-			if err == nil && !t.connected && !t.connStart.IsZero() {
-				t.p.Connect += time.Since(t.connStart)
-				t.connected = true
-			}
-		},
-		TLSHandshakeStart:    func() { t.mark(&t.tlsStart) },
-		TLSHandshakeDone:     func(tls.ConnectionState, error) { t.add(&t.p.TLS, &t.tlsStart) },
-		WroteRequest:         func(httptrace.WroteRequestInfo) { t.mark(&t.wrote) },
-		GotFirstResponseByte: func() { t.add(&t.p.FirstByte, &t.wrote) },
-	}
-}
-
-// mark records the start of a phase in *at.
-func (t *phaseTrace) mark(at *time.Time) {
-	t.mu.Lock()
-	*at = time.Now()
-	t.mu.Unlock()
-}
-
-// add adds the time since *from to *d and clears *from.
-func (t *phaseTrace) add(d *time.Duration, from *time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if from.IsZero() {
-		return
-	}
-	*d += time.Since(*from)
-	*from = time.Time{}
-}
-
-func (t *phaseTrace) phases() probe.Phases {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.p
 }
