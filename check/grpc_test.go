@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,18 +25,34 @@ import (
 	"github.com/probed/probed/internal/refused"
 )
 
-// countingListener counts the connections it accepts.
+// countingListener counts the connections it accepts, and those still
+// open.
 type countingListener struct {
 	net.Listener
-	n atomic.Int64
+	n    atomic.Int64
+	open atomic.Int64
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	l.n.Add(1)
+	l.open.Add(1)
+	return &countedConn{Conn: c, open: &l.open}, nil
+}
+
+// countedConn decrements open when it is first closed.
+type countedConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
 }
 
 // grpcServer serves gRPC on l (a new loopback listener when nil), with the
@@ -110,12 +127,14 @@ func TestGRPC(t *testing.T) {
 			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "deadline", contains: true,
 		},
 		{
+			// As for TLS below: the dial's error must reach the channel
+			// before the deadline.
 			name: "closed port", g: &probe.GRPC{Host: "127.0.0.1", Port: refused.Port(t)},
-			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "connection refused", contains: true,
+			deadline: 2 * time.Second, want: probe.Failure, wantMsg: "connection refused", contains: true,
 		},
 		{
 			name: "policy denies the address", opts: check.Options{Policy: &check.Policy{Deny: loopback}},
-			g: grpcProbe(t, healthy, nil, nil), deadline: 200 * time.Millisecond, want: probe.Failure,
+			g: grpcProbe(t, healthy, nil, nil), deadline: 2 * time.Second, want: probe.Failure,
 			wantMsg: "address 127.0.0.1 is denied by the target policy (127.0.0.0/8)", contains: true,
 		},
 	}
@@ -132,34 +151,40 @@ func TestGRPC(t *testing.T) {
 	}
 }
 
-func TestGRPCConnectionReused(t *testing.T) {
+// TestGRPCChannelPerCheck: each check dials its own channel and closes it
+// (kubelet's way): a gRPC probe holds no connection, and no goroutine,
+// between checks. Every check sees the server's current status.
+func TestGRPCChannelPerCheck(t *testing.T) {
 	t.Parallel()
 	l, hs := grpcServer(t, nil, true)
 	c := open(t, check.Options{}, probe.Handler{GRPC: grpcProbe(t, l, nil, nil)})
-	for i, st := range []healthpb.HealthCheckResponse_ServingStatus{
+	statuses := []healthpb.HealthCheckResponse_ServingStatus{
 		healthpb.HealthCheckResponse_SERVING,
 		healthpb.HealthCheckResponse_NOT_SERVING,
 		healthpb.HealthCheckResponse_SERVING,
-	} {
+	}
+	for i, st := range statuses {
 		hs.SetServingStatus("", st)
 		out := run(t, c, timeout)
 		if want := st == healthpb.HealthCheckResponse_SERVING; (out.Result == probe.Success) != want {
 			t.Errorf("check %d with %v: result %v (%q); want success = %v", i, st, out.Result, out.Message, want)
 		}
 	}
-	if n := l.n.Load(); n != 1 {
-		t.Errorf("server accepted %d connections for 3 checks; want 1", n)
+	if n := l.n.Load(); n != int64(len(statuses)) {
+		t.Errorf("server accepted %d connections for %d checks; want one each", n, len(statuses))
 	}
+	eventually(t, "connections closed after the checks", func() bool { return l.open.Load() == 0 })
 }
 
 func TestGRPCRecovers(t *testing.T) {
 	t.Parallel()
 	reserved := refused.Reserve(t)
 	c := open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: "127.0.0.1", Port: reserved.Port}})
-	wantOutcome(t, run(t, c, 200*time.Millisecond), probe.Failure, "connection refused", true)
+	wantOutcome(t, run(t, c, 2*time.Second), probe.Failure, "connection refused", true)
 
-	// The channel now backs off for about a second; a check must not wait
-	// for that once the target is back.
+	// A channel that failed backs off for about a second; a check must not
+	// wait for that once the target is back (each check has a channel of
+	// its own).
 	grpcServer(t, reserved.Listen(t), true)
 	wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
 }
@@ -180,11 +205,14 @@ func TestGRPCTLS(t *testing.T) {
 		{name: "insecure", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: "service healthy"},
 		{name: "server name", tls: &probe.TLS{CAPEM: caPEM, ServerName: "probe.test"}, want: probe.Success, wantMsg: "service healthy"},
 		{
-			name: "system roots", tls: &probe.TLS{}, deadline: 300 * time.Millisecond,
+			// The check waits for a connection until its deadline (kubelet's
+			// blocking dial); the handshake's error must reach the channel
+			// before it, also on a loaded machine under the race detector.
+			name: "system roots", tls: &probe.TLS{}, deadline: 2 * time.Second,
 			want: probe.Failure, wantMsg: "certificate", contains: true,
 		},
 		{
-			name: "wrong server name", tls: &probe.TLS{CAPEM: caPEM, ServerName: "wrong.test"}, deadline: 300 * time.Millisecond,
+			name: "wrong server name", tls: &probe.TLS{CAPEM: caPEM, ServerName: "wrong.test"}, deadline: 2 * time.Second,
 			want: probe.Failure, wantMsg: "wrong.test", contains: true,
 		},
 		{

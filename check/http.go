@@ -332,7 +332,7 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 		}
 		next, err := c.redirect(ex.resp, h.url, n, first)
 		if next == nil && err == nil {
-			return c.answer(ex)
+			return c.answer(ctx, ex)
 		}
 		// Read a little of the redirect's body, so that its connection
 		// can be reused (net/http's 2 KiB).
@@ -347,7 +347,7 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 }
 
 // answer judges the final response of a check.
-func (c *httpChecker) answer(ex *exchange) (probe.Result, string) {
+func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, string) {
 	resp := ex.resp
 	// Read even a failing response's body (bounded), so that its
 	// connection can be reused.
@@ -357,7 +357,7 @@ func (c *httpChecker) answer(ex *exchange) (probe.Result, string) {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 	}
 	if rerr != nil {
-		return probe.Failure, "HTTP probe failed reading the body: " + redactError(rerr)
+		return probe.Failure, "HTTP probe failed reading the body: " + redactError(ctxErr(ctx, rerr))
 	}
 	if c.expected != "" && string(body) != c.expected {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed: body %s does not match the expected body %s",
