@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 var _ engine.Checkers = (*check.Set)(nil)
 
 func TestMain(m *testing.M) {
+	if os.Getenv(remoteEnv) != "" {
+		os.Exit(serveRemote())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,0 +1,90 @@
+package check_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+)
+
+// TestIdleCheckersHoldNoGoroutines: goroutines grow with probes in
+// flight, not with targets. After one check each, a hundred checkers of
+// every kind — HTTP with its connection kept alive (net/http ran two
+// goroutines per kept connection), HTTP and HTTPS, TCP, gRPC (a kept
+// channel ran five), exec — hold no goroutine, and closing them leaves
+// none. The targets run in another process, so that only the checkers'
+// goroutines are counted. Not parallel: it counts the process's
+// goroutines.
+func TestIdleCheckersHoldNoGoroutines(t *testing.T) {
+	r := startRemote(t)
+	const checkers = 100
+	hostPortOf := func(addr string) (string, int32) { return hostPort(t, addr) }
+	tests := []struct {
+		name    string
+		opts    check.Options
+		handler func() probe.Handler
+	}{
+		{name: "HTTP kept alive", handler: func() probe.Handler {
+			h, p := hostPortOf(r.HTTP)
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p}}
+		}},
+		{name: "HTTP, a connection per check", handler: func() probe.Handler {
+			h, p := hostPortOf(r.HTTP)
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, DisableKeepAlive: true}}
+		}},
+		{name: "HTTPS kept alive", handler: func() probe.Handler {
+			h, p := hostPortOf(r.HTTPS)
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, Scheme: probe.SchemeHTTPS, TLS: &probe.TLS{InsecureSkipVerify: true}}}
+		}},
+		{name: "TCP", handler: func() probe.Handler {
+			h, p := hostPortOf(r.HTTP)
+			return probe.Handler{TCPSocket: &probe.TCPSocket{Host: h, Port: p}}
+		}},
+		{name: "gRPC", handler: func() probe.Handler {
+			h, p := hostPortOf(r.GRPC)
+			return probe.Handler{GRPC: &probe.GRPC{Host: h, Port: p}}
+		}},
+		{name: "exec", opts: check.Options{AllowExec: true}, handler: func() probe.Handler {
+			return probe.Handler{Exec: &probe.Exec{Command: []string{"true"}}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := runtime.NumGoroutine()
+			set := check.New(tt.opts)
+			cs := make([]engine.Checker, checkers)
+			for i := range cs {
+				c, err := set.Open("target", probe.Readiness, tt.handler())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs[i] = c
+			}
+			closed := false
+			closeAll := func() {
+				if !closed {
+					for _, c := range cs {
+						c.Close()
+					}
+					closed = true
+				}
+			}
+			t.Cleanup(closeAll)
+			for i, c := range cs {
+				if out := run(t, c, timeout); out.Result != probe.Success {
+					t.Fatalf("checker %d: %v %q", i, out.Result, out.Message)
+				}
+			}
+			// A dial's or a channel's last goroutines end just after the
+			// check returns.
+			eventually(t, fmt.Sprintf("%d idle %s checkers: %d goroutines more than before", checkers, tt.name, runtime.NumGoroutine()-base),
+				func() bool { return runtime.NumGoroutine() <= base })
+			closeAll()
+			eventually(t, fmt.Sprintf("closed: %d goroutines more than before", runtime.NumGoroutine()-base),
+				func() bool { return runtime.NumGoroutine() <= base })
+		})
+	}
+}
