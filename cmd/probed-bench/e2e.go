@@ -37,6 +37,8 @@ type e2eConfig struct {
 	svg       string
 	workers   int // concurrent registrations
 	windows   int // measured windows per contestant
+	// perListener targets share one listener (port) of the targets child.
+	perListener int
 }
 
 func (c *e2eConfig) register(fs *flag.FlagSet) {
@@ -48,6 +50,7 @@ func (c *e2eConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.svg, "svg", "", "write a plot of CPU per probe against targets (SVG) to this file")
 	fs.IntVar(&c.workers, "workers", 32, "concurrent CreateTarget calls while registering")
 	fs.IntVar(&c.windows, "windows", 1, "consecutive windows measured per contestant; the median one is reported (a shared machine's noise shows as their spread)")
+	fs.IntVar(&c.perListener, "targets-per-listener", 1, "targets sharing one loopback listener (port) of the targets child (more than 1 keeps 10,000 targets within a file descriptor limit of 20,000)")
 }
 
 func (c *e2eConfig) validate() error {
@@ -55,8 +58,8 @@ func (c *e2eConfig) validate() error {
 		return err
 	}
 	switch {
-	case c.duration <= 0, c.warmup < 0, c.workers < 1, c.windows < 1:
-		return fmt.Errorf("--duration, --workers and --windows must be positive, --warmup not negative")
+	case c.duration <= 0, c.warmup < 0, c.workers < 1, c.windows < 1, c.perListener < 1:
+		return fmt.Errorf("--duration, --workers, --windows and --targets-per-listener must be positive, --warmup not negative")
 	}
 	return nil
 }
@@ -112,42 +115,51 @@ func expectedProbes(n int, window, period time.Duration) int64 {
 
 // e2eReport is the result for one number of targets. The top-level
 // figures are probed's with keep-alive (its default); kubelet_style is
-// probed with a new connection per probe; floor is a bare net/http loop.
+// probed with a new connection per probe; floor is a bare net/http loop,
+// socket_floor a bare socket loop (one connection per target, a request
+// built once, the answer parsed with bufio).
 type e2eReport struct {
-	Targets            int       `json:"targets"`
-	PeriodMs           float64   `json:"period_ms"`
-	CPUUsPerProbe      float64   `json:"cpu_us_per_probe"`
-	ProbesPerSecond    float64   `json:"probes_per_second"`
-	RSSBytes           int64     `json:"rss_bytes"`
-	FloorCPUUsPerProbe float64   `json:"floor_cpu_us_per_probe"`
-	KeepAlive          e2eResult `json:"keep_alive"`
-	KubeletStyle       e2eResult `json:"kubelet_style"`
-	Floor              e2eResult `json:"floor"`
-	Ratio              e2eRatio  `json:"ratio"`
+	Targets                  int       `json:"targets"`
+	PeriodMs                 float64   `json:"period_ms"`
+	CPUUsPerProbe            float64   `json:"cpu_us_per_probe"`
+	ProbesPerSecond          float64   `json:"probes_per_second"`
+	RSSBytes                 int64     `json:"rss_bytes"`
+	FloorCPUUsPerProbe       float64   `json:"floor_cpu_us_per_probe"`
+	SocketFloorCPUUsPerProbe float64   `json:"socket_floor_cpu_us_per_probe"`
+	KeepAlive                e2eResult `json:"keep_alive"`
+	KubeletStyle             e2eResult `json:"kubelet_style"`
+	Floor                    e2eResult `json:"floor"`
+	SocketFloor              e2eResult `json:"socket_floor"`
+	Ratio                    e2eRatio  `json:"ratio"`
 }
 
 // e2eRatio compares CPU per probe.
 type e2eRatio struct {
 	// KubeletStyleCPU: new connection per probe / keep-alive.
 	KubeletStyleCPU float64 `json:"kubelet_style_cpu"`
-	// VsFloorCPU: probed keep-alive / the bare client loop.
+	// VsFloorCPU: probed keep-alive / the bare net/http loop.
 	VsFloorCPU float64 `json:"vs_floor_cpu"`
+	// VsSocketFloorCPU: probed keep-alive / the bare socket loop.
+	VsSocketFloorCPU float64 `json:"vs_socket_floor_cpu"`
 }
 
-func newE2EReport(n int, period time.Duration, keep, kubelet, floor e2eResult) e2eReport {
+func newE2EReport(n int, period time.Duration, keep, kubelet, floor, socket e2eResult) e2eReport {
 	return e2eReport{
-		Targets:            n,
-		PeriodMs:           ms(period),
-		CPUUsPerProbe:      keep.CPUUsPerProbe,
-		ProbesPerSecond:    keep.ProbesPerSecond,
-		RSSBytes:           keep.RSSBytes,
-		FloorCPUUsPerProbe: floor.CPUUsPerProbe,
-		KeepAlive:          keep,
-		KubeletStyle:       kubelet,
-		Floor:              floor,
+		Targets:                  n,
+		PeriodMs:                 ms(period),
+		CPUUsPerProbe:            keep.CPUUsPerProbe,
+		ProbesPerSecond:          keep.ProbesPerSecond,
+		RSSBytes:                 keep.RSSBytes,
+		FloorCPUUsPerProbe:       floor.CPUUsPerProbe,
+		SocketFloorCPUUsPerProbe: socket.CPUUsPerProbe,
+		KeepAlive:                keep,
+		KubeletStyle:             kubelet,
+		Floor:                    floor,
+		SocketFloor:              socket,
 		Ratio: e2eRatio{
-			KubeletStyleCPU: ratio(kubelet.CPUUsPerProbe, keep.CPUUsPerProbe),
-			VsFloorCPU:      ratio(keep.CPUUsPerProbe, floor.CPUUsPerProbe),
+			KubeletStyleCPU:  ratio(kubelet.CPUUsPerProbe, keep.CPUUsPerProbe),
+			VsFloorCPU:       ratio(keep.CPUUsPerProbe, floor.CPUUsPerProbe),
+			VsSocketFloorCPU: ratio(keep.CPUUsPerProbe, socket.CPUUsPerProbe),
 		},
 	}
 }
@@ -158,7 +170,8 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"Starts N loopback HTTP targets (a child process) and a real probed (another",
 		"child), registers the targets over gRPC and measures the server's CPU per probe",
 		"with keep-alive (probed's default) and with a new connection per probe (kubelet",
-		"style), then a bare net/http client loop over the same targets (the floor).")
+		"style), then two bare client loops over the same targets: net/http (the floor)",
+		"and a socket per target with a request built once (the socket floor).")
 	var cfg e2eConfig
 	cfg.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -176,7 +189,8 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if cfg.probedBin, err = probedBinary(ctx, "e2e", cfg.probedBin, dir, stderr); err != nil {
 		return err
 	}
-	targets, err := startTargets(ctx, cfg.targets[len(cfg.targets)-1], stderr)
+	most := slices.Max(cfg.targets)
+	targets, err := startTargets(ctx, (most+cfg.perListener-1)/cfg.perListener, stderr)
 	if err != nil {
 		return err
 	}
@@ -184,7 +198,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	var reports []e2eReport
 	for _, n := range cfg.targets {
-		r, err := measureE2E(ctx, cfg, dir, targets.ports[:n], stderr)
+		r, err := measureE2E(ctx, cfg, dir, targetPorts(targets.ports, n, cfg.perListener), stderr)
 		if err != nil {
 			return err
 		}
@@ -207,7 +221,18 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return writeJSONLine(stdout, reports)
 }
 
-// measureE2E runs the three contestants over ports, one after the other.
+// targetPorts returns the port of each of n targets, perListener of them
+// on each listener of ports.
+func targetPorts(ports []int, n, perListener int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = ports[i/perListener]
+	}
+	return out
+}
+
+// measureE2E runs the four contestants over ports (one per target), one
+// after the other.
 func measureE2E(ctx context.Context, cfg e2eConfig, dir string, ports []int, stderr io.Writer) (e2eReport, error) {
 	n := len(ports)
 	var res [2]e2eResult
@@ -220,7 +245,6 @@ func measureE2E(ctx context.Context, cfg e2eConfig, dir string, ports []int, std
 		}
 		res[i] = r
 	}
-	fmt.Fprintf(stderr, "e2e: floor (bare net/http loop, keep-alive): %d targets every %v\n", n, cfg.period)
 	portsFile := filepath.Join(dir, fmt.Sprintf("ports-%d.json", n))
 	b, err := json.Marshal(targetsHello{Ports: ports})
 	if err != nil {
@@ -229,12 +253,15 @@ func measureE2E(ctx context.Context, cfg e2eConfig, dir string, ports []int, std
 	if err := os.WriteFile(portsFile, b, 0o600); err != nil {
 		return e2eReport{}, err
 	}
-	fc := floorConfig{portsFile: portsFile, period: cfg.period, duration: cfg.duration, warmup: cfg.warmup, windows: cfg.windows}
-	var floor e2eResult
-	if err := runChild(ctx, stderr, &floor, append([]string{e2eFloorCommand}, fc.args()...)...); err != nil {
-		return e2eReport{}, err
+	var floors [2]e2eResult
+	for i, client := range []string{floorNetHTTP, floorSocket} {
+		fmt.Fprintf(stderr, "e2e: floor (bare %s loop, keep-alive): %d targets every %v\n", client, n, cfg.period)
+		fc := floorConfig{portsFile: portsFile, client: client, period: cfg.period, duration: cfg.duration, warmup: cfg.warmup, windows: cfg.windows}
+		if err := runChild(ctx, stderr, &floors[i], append([]string{e2eFloorCommand}, fc.args()...)...); err != nil {
+			return e2eReport{}, err
+		}
 	}
-	return newE2EReport(n, cfg.period, res[0], res[1], floor), nil
+	return newE2EReport(n, cfg.period, res[0], res[1], floors[0], floors[1]), nil
 }
 
 // measureProbed runs one probed over ports and measures its window.
@@ -420,7 +447,7 @@ func printE2ETable(w io.Writer, cfg e2eConfig, r e2eReport) error {
 	fmt.Fprintf(w, "e2e: %d HTTP targets on loopback, probed every %v, %v measured after %v warm-up, GOMAXPROCS %d\n\n",
 		r.Targets, cfg.period, cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	k, n, fl := r.KeepAlive, r.KubeletStyle, r.Floor
+	k, n, fl, so := r.KeepAlive, r.KubeletStyle, r.Floor, r.SocketFloor
 	lat := func(x *bucketLatency, pick func(*bucketLatency) float64) string {
 		if x == nil {
 			return "-"
@@ -430,27 +457,30 @@ func printE2ETable(w io.Writer, cfg e2eConfig, r e2eReport) error {
 		}
 		return ">100"
 	}
-	rows := []struct{ name, keep, kubelet, floor string }{
-		{"probes expected", d(k.ProbesExpected), d(n.ProbesExpected), d(fl.ProbesExpected)},
-		{"probes run", d(k.Probes), d(n.Probes), d(fl.Probes)},
-		{"failed", d(k.Failed), d(n.Failed), d(fl.Failed)},
-		{"probes/s", f(k.ProbesPerSecond, 0), f(n.ProbesPerSecond, 0), f(fl.ProbesPerSecond, 0)},
-		{"cpu seconds", f(k.CPUSeconds, 2), f(n.CPUSeconds, 2), f(fl.CPUSeconds, 2)},
-		{"cpu µs per probe", f(k.CPUUsPerProbe, 1), f(n.CPUUsPerProbe, 1), f(fl.CPUUsPerProbe, 1)},
-		{"  relative to floor", f(ratio(k.CPUUsPerProbe, fl.CPUUsPerProbe), 2) + "x", f(ratio(n.CPUUsPerProbe, fl.CPUUsPerProbe), 2) + "x", "1.00x"},
-		{"peak rss MiB", f(mib(k.RSSBytes), 1), f(mib(n.RSSBytes), 1), f(mib(fl.RSSBytes), 1)},
-		{"lateness p50 ms (≤)", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.P50 }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.P50 }), "-"},
-		{"lateness p99 ms (≤)", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.P99 }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.P99 }), "-"},
-		{"lateness mean ms", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.Mean }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.Mean }), "-"},
+	rel := func(x, to e2eResult) string { return f(ratio(x.CPUUsPerProbe, to.CPUUsPerProbe), 2) + "x" }
+	rows := []struct{ name, keep, kubelet, floor, socket string }{
+		{"probes expected", d(k.ProbesExpected), d(n.ProbesExpected), d(fl.ProbesExpected), d(so.ProbesExpected)},
+		{"probes run", d(k.Probes), d(n.Probes), d(fl.Probes), d(so.Probes)},
+		{"failed", d(k.Failed), d(n.Failed), d(fl.Failed), d(so.Failed)},
+		{"probes/s", f(k.ProbesPerSecond, 0), f(n.ProbesPerSecond, 0), f(fl.ProbesPerSecond, 0), f(so.ProbesPerSecond, 0)},
+		{"cpu seconds", f(k.CPUSeconds, 2), f(n.CPUSeconds, 2), f(fl.CPUSeconds, 2), f(so.CPUSeconds, 2)},
+		{"cpu µs per probe", f(k.CPUUsPerProbe, 1), f(n.CPUUsPerProbe, 1), f(fl.CPUUsPerProbe, 1), f(so.CPUUsPerProbe, 1)},
+		{"  relative to net/http", rel(k, fl), rel(n, fl), "1.00x", rel(so, fl)},
+		{"  relative to socket", rel(k, so), rel(n, so), rel(fl, so), "1.00x"},
+		{"peak rss MiB", f(mib(k.RSSBytes), 1), f(mib(n.RSSBytes), 1), f(mib(fl.RSSBytes), 1), f(mib(so.RSSBytes), 1)},
+		{"lateness p50 ms (≤)", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.P50 }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.P50 }), "-", "-"},
+		{"lateness p99 ms (≤)", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.P99 }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.P99 }), "-", "-"},
+		{"lateness mean ms", lat(k.LatenessMs, func(x *bucketLatency) float64 { return x.Mean }), lat(n.LatenessMs, func(x *bucketLatency) float64 { return x.Mean }), "-", "-"},
 	}
-	fmt.Fprintf(tw, "%-22s\tprobed keep-alive\tprobed kubelet-style\tbare client\t\n", "")
+	fmt.Fprintf(tw, "%-22s\tprobed keep-alive\tprobed kubelet-style\tnet/http loop\tsocket loop\t\n", "")
 	for _, row := range rows {
-		fmt.Fprintf(tw, "%-22s\t%s\t%s\t%s\t\n", row.name, row.keep, row.kubelet, row.floor)
+		fmt.Fprintf(tw, "%-22s\t%s\t%s\t%s\t%s\t\n", row.name, row.keep, row.kubelet, row.floor, row.socket)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nkubelet-style / keep-alive CPU per probe: %.2fx\n\n", r.Ratio.KubeletStyleCPU)
+	_, err := fmt.Fprintf(w, "\nkubelet-style / keep-alive CPU per probe: %.2fx; keep-alive / net/http loop: %.2fx; keep-alive / socket loop: %.2fx\n\n",
+		r.Ratio.KubeletStyleCPU, r.Ratio.VsFloorCPU, r.Ratio.VsSocketFloorCPU)
 	return err
 }
 
@@ -460,12 +490,14 @@ func e2eChart(cfg e2eConfig, reports []e2eReport) chart {
 		{name: "probed, new connection per probe (kubelet style)"},
 		{name: "probed, keep-alive (default)"},
 		{name: "bare net/http loop, keep-alive (floor)", dashed: true},
+		{name: "bare socket loop, keep-alive (socket floor)", dashed: true},
 	}
 	for _, r := range reports {
 		x := float64(r.Targets)
 		series[0].points = append(series[0].points, point{x, r.KubeletStyle.CPUUsPerProbe})
 		series[1].points = append(series[1].points, point{x, r.KeepAlive.CPUUsPerProbe})
 		series[2].points = append(series[2].points, point{x, r.Floor.CPUUsPerProbe})
+		series[3].points = append(series[3].points, point{x, r.SocketFloor.CPUUsPerProbe})
 	}
 	return chart{
 		title:  fmt.Sprintf("CPU per HTTP probe on loopback (period %v, %d cores)", cfg.period, runtime.NumCPU()),

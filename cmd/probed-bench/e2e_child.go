@@ -2,17 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -139,9 +142,20 @@ func (p *targetsProc) stop() error {
 	}
 }
 
+// The clients of the floor child.
+const (
+	// floorNetHTTP GETs every target with one shared net/http Transport.
+	floorNetHTTP = "net/http"
+	// floorSocket writes a request built once on one connection per
+	// target and parses the answer with bufio: what a probe costs at the
+	// least.
+	floorSocket = "socket"
+)
+
 // floorConfig is the workload of the floor child.
 type floorConfig struct {
 	portsFile string
+	client    string
 	period    time.Duration
 	duration  time.Duration
 	warmup    time.Duration
@@ -149,7 +163,8 @@ type floorConfig struct {
 }
 
 func (c *floorConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.portsFile, "ports-file", "", "JSON file of the targets' ports (as the targets child prints them)")
+	fs.StringVar(&c.portsFile, "ports-file", "", "JSON file of the targets' ports, one per target (a port may repeat)")
+	fs.StringVar(&c.client, "client", floorNetHTTP, "the client: "+floorNetHTTP+" (a shared Transport) or "+floorSocket+" (a connection per target, a request built once, bufio)")
 	fs.DurationVar(&c.period, "period", time.Second, "request period per target")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured window")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warm-up before the window")
@@ -159,6 +174,7 @@ func (c *floorConfig) register(fs *flag.FlagSet) {
 func (c *floorConfig) args() []string {
 	return []string{
 		"--ports-file=" + c.portsFile,
+		"--client=" + c.client,
 		"--period=" + c.period.String(),
 		"--duration=" + c.duration.String(),
 		"--warmup=" + c.warmup.String(),
@@ -167,9 +183,10 @@ func (c *floorConfig) args() []string {
 }
 
 // runE2EFloor is the hidden floor child: per target, a goroutine GETs it
-// every period (from a random phase) with one shared keep-alive
-// http.Transport, reads the body and checks the status. It measures its
-// own CPU (getrusage) over the window.
+// every period (from a random phase) with the client of --client — one
+// shared keep-alive http.Transport, or a connection of its own and a
+// request built once — reads the body and checks the status and body. It
+// measures its own CPU (getrusage) over the window.
 func runE2EFloor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(e2eFloorCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -188,12 +205,27 @@ func runE2EFloor(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tr := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}
+	// One idle connection per target: as many per port as share it.
+	perPort := map[int]int{}
+	for _, p := range hello.Ports {
+		perPort[p]++
+	}
+	tr := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: max(1, slices.Max(slices.Collect(maps.Values(perPort)))),
+		IdleConnTimeout: 90 * time.Second}
 	hc := &http.Client{Transport: tr}
 	var requests, failed atomic.Int64
 	for _, port := range hello.Ports {
-		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
-		go floorLoop(ctx, hc, url, cfg.period, &requests, &failed)
+		var get func() bool
+		switch cfg.client {
+		case floorNetHTTP:
+			url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+			get = func() bool { return floorGet(ctx, hc, url) }
+		case floorSocket:
+			get = newSocketClient(fmt.Sprintf("127.0.0.1:%d", port)).get
+		default:
+			return fmt.Errorf("--client %q: want %s or %s", cfg.client, floorNetHTTP, floorSocket)
+		}
+		go floorLoop(ctx, get, cfg.period, &requests, &failed)
 	}
 	if err := sleep(ctx, cfg.warmup); err != nil {
 		return err
@@ -220,15 +252,15 @@ func runE2EFloor(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return writeJSONLine(stdout, medianWindow(windows))
 }
 
-// floorLoop GETs url every period until ctx is done.
-func floorLoop(ctx context.Context, hc *http.Client, url string, period time.Duration, requests, failed *atomic.Int64) {
+// floorLoop calls get every period until ctx is done.
+func floorLoop(ctx context.Context, get func() bool, period time.Duration, requests, failed *atomic.Int64) {
 	if sleep(ctx, rand.N(period)) != nil {
 		return
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		if !floorGet(ctx, hc, url) {
+		if !get() {
 			failed.Add(1)
 		}
 		requests.Add(1)
@@ -253,6 +285,73 @@ func floorGet(ctx context.Context, hc *http.Client, url string) bool {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 10<<10))
 	_ = resp.Body.Close()
 	return err == nil && resp.StatusCode == http.StatusOK && string(body) == targetBody
+}
+
+// socketClient GETs /healthz of one target over a connection of its own,
+// kept alive: the request is built once, the status line and header are
+// parsed with bufio, the body read by its Content-Length.
+type socketClient struct {
+	addr    string
+	request []byte
+	conn    net.Conn
+	br      *bufio.Reader
+}
+
+func newSocketClient(addr string) *socketClient {
+	return &socketClient{
+		addr:    addr,
+		request: []byte("GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: probed-bench\r\nAccept: */*\r\n\r\n"),
+	}
+}
+
+// get makes one request and reports whether it got 200 and the body; on
+// an error it closes the connection (the next get dials again).
+func (c *socketClient) get() bool {
+	if c.conn == nil {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			return false
+		}
+		c.conn, c.br = conn, bufio.NewReader(conn)
+	}
+	ok, keep := c.exchange()
+	if !keep {
+		_ = c.conn.Close()
+		c.conn = nil
+	}
+	return ok
+}
+
+func (c *socketClient) exchange() (ok, keep bool) {
+	if _, err := c.conn.Write(c.request); err != nil {
+		return false, false
+	}
+	line, err := c.br.ReadSlice('\n')
+	if err != nil || len(line) < len("HTTP/1.1 200") {
+		return false, false
+	}
+	status := string(line[9:12])
+	length := -1
+	for {
+		h, err := c.br.ReadSlice('\n')
+		if err != nil {
+			return false, false
+		}
+		if len(h) <= 2 { // the empty line
+			break
+		}
+		if k, v, ok := bytes.Cut(h, []byte(":")); ok && bytes.EqualFold(k, []byte("Content-Length")) {
+			length, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+	if length < 0 || length > 10<<10 {
+		return false, false
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(c.br, body); err != nil {
+		return false, false
+	}
+	return status == "200" && string(body) == targetBody, true
 }
 
 // isChildCommand reports whether name is a hidden subcommand, one that

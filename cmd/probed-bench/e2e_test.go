@@ -20,15 +20,17 @@ func TestNewE2EReport(t *testing.T) {
 	keep := newE2EResult(2*time.Second, 100_000, 100_000, 10*time.Second, 50<<20)
 	kubelet := newE2EResult(6*time.Second, 100_000, 100_000, 10*time.Second, 60<<20)
 	floor := newE2EResult(time.Second, 50_000, 50_000, 10*time.Second, 20<<20)
-	r := newE2EReport(1000, 100*time.Millisecond, keep, kubelet, floor)
-	if r.CPUUsPerProbe != 20 || r.FloorCPUUsPerProbe != 20 || r.ProbesPerSecond != 10_000 || r.RSSBytes != 50<<20 {
-		t.Errorf("headline figures %+v: want 20 µs/probe (floor 20), 10,000 probes/s, 50 MiB", r)
+	socket := newE2EResult(time.Second, 62_500, 62_500, 10*time.Second, 10<<20)
+	r := newE2EReport(1000, 100*time.Millisecond, keep, kubelet, floor, socket)
+	if r.CPUUsPerProbe != 20 || r.FloorCPUUsPerProbe != 20 || r.SocketFloorCPUUsPerProbe != 16 || r.ProbesPerSecond != 10_000 || r.RSSBytes != 50<<20 {
+		t.Errorf("headline figures %+v: want 20 µs/probe (floor 20, socket floor 16), 10,000 probes/s, 50 MiB", r)
 	}
-	if r.Ratio.KubeletStyleCPU != 3 || r.Ratio.VsFloorCPU != 1 {
-		t.Errorf("ratios %+v: want kubelet style 3, vs floor 1", r.Ratio)
+	if r.Ratio.KubeletStyleCPU != 3 || r.Ratio.VsFloorCPU != 1 || r.Ratio.VsSocketFloorCPU != 1.25 {
+		t.Errorf("ratios %+v: want kubelet style 3, vs floor 1, vs socket floor 1.25", r.Ratio)
 	}
 	got := keys(t, r)
-	for _, k := range []string{"cpu_us_per_probe", "probes_per_second", "rss_bytes", "floor_cpu_us_per_probe", "ratio.kubelet_style_cpu", "keep_alive.cpu_us_per_probe", "kubelet_style.cpu_us_per_probe", "floor.cpu_us_per_probe"} {
+	for _, k := range []string{"cpu_us_per_probe", "probes_per_second", "rss_bytes", "floor_cpu_us_per_probe", "socket_floor_cpu_us_per_probe",
+		"ratio.kubelet_style_cpu", "ratio.vs_socket_floor_cpu", "keep_alive.cpu_us_per_probe", "kubelet_style.cpu_us_per_probe", "floor.cpu_us_per_probe", "socket_floor.cpu_us_per_probe"} {
 		if !slices.Contains(got, k) {
 			t.Errorf("report JSON has no %q; keys: %v", k, got)
 		}
@@ -93,8 +95,8 @@ func TestNewColdReport(t *testing.T) {
 func TestChartsAreSVG(t *testing.T) {
 	keep := newE2EResult(time.Second, 1000, 1000, time.Second, 1)
 	reports := []e2eReport{
-		newE2EReport(100, time.Second, keep, keep, keep),
-		newE2EReport(1000, time.Second, keep, keep, keep),
+		newE2EReport(100, time.Second, keep, keep, keep, keep),
+		newE2EReport(1000, time.Second, keep, keep, keep, keep),
 	}
 	cold := []coldSamples{{period: 50 * time.Millisecond, detect: []time.Duration{0, time.Millisecond}, start: []time.Duration{time.Millisecond, 30 * time.Millisecond}}}
 	for name, c := range map[string]chart{
@@ -173,10 +175,10 @@ func TestTinyRuns(t *testing.T) {
 	}{
 		{
 			name: "e2e",
-			args: []string{"e2e", "--targets=3", "--period=100ms", "--duration=300ms", "--warmup=200ms", "--json",
+			args: []string{"e2e", "--targets=3", "--targets-per-listener=2", "--period=100ms", "--duration=300ms", "--warmup=200ms", "--json",
 				"--probed-bin=" + bin, "--svg=" + filepath.Join(svgDir, "e2e.svg")},
 			wantKeys: []string{"cpu_us_per_probe", "probes_per_second", "rss_bytes", "floor_cpu_us_per_probe",
-				"ratio.kubelet_style_cpu", "keep_alive.lateness_ms.p99", "kubelet_style.probes", "floor.probes"},
+				"ratio.kubelet_style_cpu", "ratio.vs_socket_floor_cpu", "keep_alive.lateness_ms.p99", "kubelet_style.probes", "floor.probes", "socket_floor.probes"},
 		},
 		{
 			name: "scale",
