@@ -56,6 +56,7 @@ type httpChecker struct {
 	inject   func(context.Context, http.Header)
 
 	target     *url.URL // url, parsed
+	key        string   // of target's connections
 	keepAlive  bool
 	request    []byte // the first request as written, when no header is injected
 	requestErr error  // why the request cannot be written (every check fails with it)
@@ -93,6 +94,7 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		maxBody:   o.MaxBodyBytes,
 		inject:    o.Inject,
 		target:    u,
+		key:       connKey(u),
 		keepAlive: !g.DisableKeepAlive,
 		transport: newHTTPTransport(newDialer(o.Policy, g.DisableKeepAlive), tlsCfg, !g.DisableKeepAlive, o.MaxHeaderBytes),
 	}
@@ -321,12 +323,12 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 		c.inject(ctx, first.header)
 		req, err = c.writeRequest(nil, first.url, first.header, first.host)
 	}
-	h := first
+	h, key := first, c.key
 	for n := 1; ; n++ {
 		if err != nil {
 			return probe.Failure, redactError(urlError(h.url, err))
 		}
-		ex, err := c.transport.roundTrip(ctx, h.url, req, ph)
+		ex, err := c.transport.roundTrip(ctx, h.url, key, req, ph)
 		if err != nil {
 			return probe.Failure, redactError(urlError(h.url, err))
 		}
@@ -336,12 +338,13 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 		}
 		// Read a little of the redirect's body, so that its connection
 		// can be reused (net/http's 2 KiB).
-		_, complete, _ := readBody(ex.resp.Body, 2<<10)
+		_, buf, complete, _ := readBody(ex.resp.Body, 2<<10)
+		freeBody(buf)
 		ex.done(complete)
 		if err != nil {
 			return probe.Failure, redactError(err)
 		}
-		h = next
+		h, key = next, connKey(next.url)
 		req, err = c.writeRequest(nil, h.url, h.header, h.host)
 	}
 }
@@ -351,7 +354,8 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 	resp := ex.resp
 	// Read even a failing response's body (bounded), so that its
 	// connection can be reused.
-	body, complete, rerr := readBody(resp.Body, c.maxBody)
+	body, buf, complete, rerr := readBody(resp.Body, c.maxBody)
+	defer freeBody(buf)
 	ex.done(complete)
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
@@ -367,7 +371,7 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 		// The reason phrase is the server's: Check bounds it like the body.
 		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
 	}
-	return probe.Success, strings.TrimSpace(string(body))
+	return probe.Success, string(bytes.TrimSpace(body))
 }
 
 // urlError is err as net/http's client reports it: `Get "URL": err`,

@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -65,10 +64,9 @@ func newHTTPTransport(dialer *net.Dialer, tlsCfg *tls.Config, keepAlive bool, ma
 // httpConn is one connection of an httpTransport.
 type httpConn struct {
 	key       string          // scheme "://" host:port, what the connection serves
-	raw       net.Conn        // the TCP connection
-	rawConn   syscall.RawConn // raw's, for the liveness peek; nil when raw has none
-	conn      net.Conn        // what requests and responses go through: raw, or TLS over it
-	idleSince time.Time       // when it was last put back
+	raw       net.Conn  // the TCP connection
+	conn      net.Conn  // what requests and responses go through: raw, or TLS over it
+	idleSince time.Time // when it was last put back
 	// limit is how many more bytes Read may return (net/http's readLimit):
 	// the header cap while a response head is read, no limit afterwards.
 	limit int64
@@ -115,28 +113,6 @@ func (pc *httpConn) close() {
 	_ = pc.conn.Close()
 }
 
-// alive reports whether the peer of an idle connection has neither
-// closed it nor sent anything: one non-blocking peek at the socket. A
-// server that closes idle connections, or answers one with a 408 before
-// closing it, is noticed before a request is written to it.
-func (pc *httpConn) alive() bool {
-	if pc.rawConn == nil {
-		return true
-	}
-	var (
-		b     [1]byte
-		n     int
-		rerr  error
-		alive bool
-	)
-	err := pc.rawConn.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = n < 0 && (errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK))
-		return true // never wait
-	})
-	return err == nil && alive
-}
-
 // connKey is the key of the connections that serve u: net/http's, its
 // scheme and canonical address.
 func connKey(u *url.URL) string { return u.Scheme + "://" + canonicalAddr(u) }
@@ -144,8 +120,7 @@ func connKey(u *url.URL) string { return u.Scheme + "://" + canonicalAddr(u) }
 // canonicalAddr is u's host and port, the port defaulted from the scheme.
 func canonicalAddr(u *url.URL) string { return net.JoinHostPort(u.Hostname(), port(u)) }
 
-// take returns an idle connection for key that is still alive, or nil.
-// Dead ones it finds are closed.
+// take returns an idle connection for key, or nil.
 func (t *httpTransport) take(key string) *httpConn {
 	t.mu.Lock()
 	var pc *httpConn
@@ -157,10 +132,6 @@ func (t *httpTransport) take(key string) *httpConn {
 		}
 	}
 	t.mu.Unlock()
-	if pc != nil && !pc.alive() {
-		pc.close()
-		return nil
-	}
 	return pc
 }
 
@@ -252,17 +223,19 @@ type exchange struct {
 	resp *http.Response
 }
 
-// roundTrip writes req (a whole GET request) for u and reads the head of
-// its response (1xx responses skipped), adding the phases it takes to ph:
-// DNS and connect when it dials, TLS when it handshakes, first byte from
-// the request written to the first byte of the response. A kept
-// connection is reused; when a reused connection fails before the first
-// byte of a response arrives (the server closed it as the request was
-// written), the request is sent once more on a new connection, as
-// net/http does for requests that are safe to repeat. The caller reads
-// the body and ends the exchange with done.
-func (t *httpTransport) roundTrip(ctx context.Context, u *url.URL, req []byte, ph *probe.Phases) (*exchange, error) {
-	key := connKey(u)
+// roundTrip writes req (a whole GET request) for u, whose connections
+// have key (connKey), and reads the head of its response (1xx responses
+// skipped), adding the phases it takes to ph: DNS and connect when it
+// dials, TLS when it handshakes, first byte from the request written to
+// the first byte of the response. A kept connection is reused. When a
+// reused connection fails before any byte of a response arrives — the
+// server closed it while it was idle, or as the request was written — or
+// answers 408 (a server announces so that it timed out an idle
+// connection), the request is sent once more on a new connection: it
+// cannot have been processed, and net/http does the same for requests
+// that are safe to repeat. The caller reads the body and ends the
+// exchange with done.
+func (t *httpTransport) roundTrip(ctx context.Context, u *url.URL, key string, req []byte, ph *probe.Phases) (*exchange, error) {
 	pc := t.take(key)
 	for {
 		reused := pc != nil
@@ -275,12 +248,16 @@ func (t *httpTransport) roundTrip(ctx context.Context, u *url.URL, req []byte, p
 			pc.watch(ctx)
 		}
 		ex, answered, err := t.exchange(ctx, pc, req, ph)
-		if err == nil {
+		switch {
+		case err == nil && reused && ex.resp.StatusCode == http.StatusRequestTimeout:
+			ex.done(false)
+		case err == nil:
 			return ex, nil
-		}
-		pc.close()
-		if !reused || answered || ctx.Err() != nil {
-			return nil, err
+		default:
+			pc.close()
+			if !reused || answered || ctx.Err() != nil {
+				return nil, err
+			}
 		}
 		pc = nil // stale: once more on a new connection
 	}
@@ -297,9 +274,6 @@ func (t *httpTransport) dial(ctx context.Context, u *url.URL, key string, ph *pr
 		return nil, err
 	}
 	pc := &httpConn{key: key, raw: raw, conn: raw}
-	if sc, ok := raw.(syscall.Conn); ok {
-		pc.rawConn, _ = sc.SyscallConn()
-	}
 	pc.watch(ctx)
 	if u.Scheme != "https" {
 		return pc, nil
@@ -387,16 +361,45 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// readBody reads r up to n bytes; complete reports whether r ended
-// within them (more is dropped without error).
-func readBody(r io.Reader, n int) (body []byte, complete bool, err error) {
+// bodies are the buffers bodies are read into, DefaultMaxBodyBytes and
+// one byte each.
+var bodies = sync.Pool{New: func() any {
+	b := make([]byte, DefaultMaxBodyBytes+1)
+	return &b
+}}
+
+// readBody reads r up to n bytes into a buffer from bodies (or a new one
+// when n is larger); complete reports whether r ended within them (more
+// is dropped without error). Return the buffer with freeBody once body is
+// no longer used.
+func readBody(r io.Reader, n int) (body []byte, buf *[]byte, complete bool, err error) {
+	buf = bodies.Get().(*[]byte)
+	if len(*buf) < n+1 {
+		bodies.Put(buf)
+		b := make([]byte, n+1)
+		buf = &b
+	}
 	// One byte more than n tells a body of exactly n bytes from a longer
 	// one.
-	b, err := io.ReadAll(io.LimitReader(r, int64(n)+1))
-	if len(b) > n {
-		return b[:n], false, err
+	b := (*buf)[:n+1]
+	read := 0
+	for read < len(b) && err == nil {
+		var k int
+		k, err = r.Read(b[read:])
+		read += k
 	}
-	return b, err == nil, err
+	if errors.Is(err, io.EOF) {
+		err = nil
+		complete = read <= n
+	}
+	return b[:min(read, n)], buf, complete, err
+}
+
+// freeBody returns a buffer of readBody.
+func freeBody(buf *[]byte) {
+	if len(*buf) == DefaultMaxBodyBytes+1 {
+		bodies.Put(buf)
+	}
 }
 
 // dialTrace times the DNS lookup and the connect of one dial. Its hooks

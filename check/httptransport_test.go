@@ -21,6 +21,7 @@ const (
 	answerAndClose              // 200 "ok" (no Connection: close), then close: the server's idle close
 	hangUp                      // close without answering: the server closed as the request arrived
 	halfAnswer                  // the start of a status line, then close
+	timedOut                    // 408 and close: a server announcing it timed out an idle connection
 )
 
 // scriptServer is a raw HTTP/1.1 server whose every reply is chosen by
@@ -83,6 +84,9 @@ func (s *scriptServer) serve(c net.Conn, n int) {
 		case halfAnswer:
 			_, _ = fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-")
 			return
+		case timedOut:
+			_, _ = fmt.Fprint(c, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+			return
 		}
 	}
 }
@@ -101,16 +105,16 @@ func (s *scriptServer) probe(t *testing.T) probe.Handler {
 }
 
 // TestHTTPStaleConnection: a kept-alive connection the server has closed,
-// or closes as the next request arrives, costs the probe nothing: the
-// request goes once more on a new connection, as net/http does for a
-// request that cannot have been processed. Only then: a failure on a
-// new connection, or after the answer started, is the probe's result.
+// closes as the next request arrives, or answers with a 408 (a server
+// timing out an idle connection) costs the probe nothing: the request goes
+// once more on a new connection, as net/http does for a request that
+// cannot have been processed. Only then: a failure on a new connection,
+// or after the answer started, is the probe's result.
 func TestHTTPStaleConnection(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
 		script func(conn, req int) reply
-		checks int
 		want   []probe.Result
 		msg    string // contained in the last failure's message
 		// wantReqs is what each connection carried: every retry is a new
@@ -120,7 +124,6 @@ func TestHTTPStaleConnection(t *testing.T) {
 		{
 			name:     "closed while idle",
 			script:   func(int, int) reply { return answerAndClose },
-			checks:   3,
 			want:     []probe.Result{probe.Success, probe.Success, probe.Success},
 			wantReqs: []int{1, 1, 1},
 		},
@@ -132,14 +135,30 @@ func TestHTTPStaleConnection(t *testing.T) {
 				}
 				return answer
 			},
-			checks:   3,
 			want:     []probe.Result{probe.Success, probe.Success, probe.Success},
 			wantReqs: []int{2, 2},
 		},
 		{
+			name: "408 on a kept connection: retried once",
+			script: func(conn, req int) reply {
+				if conn == 0 && req == 1 {
+					return timedOut
+				}
+				return answer
+			},
+			want:     []probe.Result{probe.Success, probe.Success, probe.Success},
+			wantReqs: []int{2, 2},
+		},
+		{
+			name:     "408 on a new connection: the answer",
+			script:   func(int, int) reply { return timedOut },
+			want:     []probe.Result{probe.Failure},
+			msg:      "HTTP probe failed with statuscode: 408",
+			wantReqs: []int{1},
+		},
+		{
 			name:     "a new connection closed without an answer: not retried",
 			script:   func(int, int) reply { return hangUp },
-			checks:   2,
 			want:     []probe.Result{probe.Failure, probe.Failure},
 			msg:      "EOF",
 			wantReqs: []int{1, 1},
@@ -152,7 +171,6 @@ func TestHTTPStaleConnection(t *testing.T) {
 				}
 				return answer
 			},
-			checks:   2,
 			want:     []probe.Result{probe.Success, probe.Failure},
 			msg:      `malformed MIME header: missing colon: "Content-"`,
 			wantReqs: []int{2},
@@ -165,7 +183,6 @@ func TestHTTPStaleConnection(t *testing.T) {
 				}
 				return hangUp
 			},
-			checks:   2,
 			want:     []probe.Result{probe.Success, probe.Failure},
 			msg:      "EOF",
 			wantReqs: []int{2, 1},
