@@ -51,6 +51,10 @@ type httpTransport struct {
 	keepAlive bool
 	maxHeader int64 // bytes of a response's status line and header (1xx responses included)
 
+	// ex is the exchange in progress: a checker runs one check at a time,
+	// and a check one exchange at a time.
+	ex exchange
+
 	mu     sync.Mutex
 	idle   []*httpConn // guarded by mu; each idle since its idleSince
 	timer  *time.Timer // guarded by mu; closes connections idle for idleConnTimeout
@@ -72,6 +76,8 @@ type httpConn struct {
 	limit int64
 	// stop ends the watch of the current exchange's context (see watch).
 	stop func() bool
+	// cut makes every read and write on raw fail at once (built once).
+	cut func()
 }
 
 // errHeaderLimit is what a read past a response head's cap returns.
@@ -92,8 +98,7 @@ func (pc *httpConn) Read(p []byte) (int, error) {
 // watch makes every read and write on pc fail once ctx is done, until
 // unwatch. It costs no goroutine: the context runs the callback.
 func (pc *httpConn) watch(ctx context.Context) {
-	raw := pc.raw
-	pc.stop = context.AfterFunc(ctx, func() { _ = raw.SetDeadline(aLongTimeAgo) })
+	pc.stop = context.AfterFunc(ctx, pc.cut)
 }
 
 // unwatch ends the watch and reports whether pc is still usable: false
@@ -273,7 +278,7 @@ func (t *httpTransport) dial(ctx context.Context, u *url.URL, key string, ph *pr
 	if err != nil {
 		return nil, err
 	}
-	pc := &httpConn{key: key, raw: raw, conn: raw}
+	pc := &httpConn{key: key, raw: raw, conn: raw, cut: func() { _ = raw.SetDeadline(aLongTimeAgo) }}
 	pc.watch(ctx)
 	if u.Scheme != "https" {
 		return pc, nil
@@ -328,7 +333,8 @@ func (t *httpTransport) exchange(ctx context.Context, pc *httpConn, req []byte, 
 			continue
 		}
 		pc.limit = 1<<63 - 1 // the body has its own bound
-		return &exchange{t: t, pc: pc, br: br, resp: resp}, true, nil
+		t.ex = exchange{t: t, pc: pc, br: br, resp: resp}
+		return &t.ex, true, nil
 	}
 }
 
@@ -344,11 +350,13 @@ func (ex *exchange) done(complete bool) {
 	reusable := complete && !ex.resp.Close && ex.resp.StatusCode >= 200 && ex.br.Buffered() == 0
 	ex.br.Reset(nil)
 	readers.Put(ex.br)
-	if !ex.pc.unwatch() || !reusable {
-		ex.pc.close()
+	t, pc := ex.t, ex.pc
+	*ex = exchange{}
+	if !pc.unwatch() || !reusable {
+		pc.close()
 		return
 	}
-	ex.t.put(ex.pc)
+	t.put(pc)
 }
 
 // ctxErr is err, or the cause of ctx's end when ctx ended: a read or
