@@ -17,8 +17,13 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Hidden subcommands of the e2e benchmark.
@@ -40,7 +45,8 @@ type targetsHello struct {
 const targetBody = "ok"
 
 // runE2ETargets is the hidden targets child: n listeners on loopback,
-// one HTTP server (keep-alive on) answering 200 "ok" to everything.
+// one HTTP server (keep-alive on) answering 200 "ok" to everything, and
+// gRPC health (SERVING) over HTTP/2 without TLS on the same ports.
 func runE2ETargets(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(e2eTargetsCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,11 +54,22 @@ func runE2ETargets(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, health.NewServer()) // "" is SERVING
+	defer g.Stop()
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC clients speak HTTP/2 at once
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				g.ServeHTTP(w, r)
+				return
+			}
 			_, _ = io.WriteString(w, targetBody)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+		Protocols:         &protocols,
 	}
 	defer func() { _ = srv.Close() }()
 	hello := targetsHello{Ports: make([]int, 0, *n)}

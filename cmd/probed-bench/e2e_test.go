@@ -182,10 +182,11 @@ func TestTinyRuns(t *testing.T) {
 		},
 		{
 			name: "scale",
-			args: []string{"scale", "--targets=6", "--period=200ms", "--settle=300ms", "--window=300ms", "--json",
+			args: []string{"scale", "--targets=8", "--http=0.25", "--grpc=0.25", "--exec=0.25", "--period=200ms", "--settle=300ms", "--window=300ms", "--json",
 				"--probed-bin=" + bin, "--svg=" + filepath.Join(svgDir, "scale.svg"), "--heap-profile=" + filepath.Join(svgDir, "heap.pb.gz")},
-			wantKeys: []string{"registrations_per_second", "mix.http_keep_alive", "base_rss_bytes", "fresh.rss_bytes_per_target",
-				"fresh.goroutines", "fresh.probes_per_second", "list.seconds", "list.pages", "restart_seconds", "restarted.goroutines"},
+			wantKeys: []string{"registrations_per_second", "mix.http_keep_alive", "mix.grpc", "mix.exec", "base_rss_bytes", "base_goroutines",
+				"fresh.rss_bytes_per_target", "fresh.goroutines", "fresh.goroutines_above_empty", "fresh.probes_per_second", "list.seconds",
+				"list.pages", "restart_seconds", "restarted.goroutines"},
 		},
 		{
 			name: "coldstart",
@@ -217,7 +218,7 @@ func TestTinyRuns(t *testing.T) {
 			}
 		})
 	}
-	for _, f := range []string{"e2e.svg", "coldstart.svg", "scale.svg", "heap-6.pb.gz", "heap-6.pb.gz.metrics"} {
+	for _, f := range []string{"e2e.svg", "coldstart.svg", "scale.svg", "heap-8.pb.gz", "heap-8.pb.gz.metrics"} {
 		if b, err := os.ReadFile(filepath.Join(svgDir, f)); err != nil || !bytes.HasPrefix(b, []byte("<svg")) && !bytes.HasPrefix(b, []byte("\x1f\x8b")) && !bytes.Contains(b, []byte("go_memstats_heap_inuse_bytes")) {
 			t.Errorf("%s: %v, starts %q", f, err, b[:min(len(b), 20)])
 		}

@@ -39,7 +39,7 @@ type scaleConfig struct {
 	perListener int
 	fdMargin    int
 
-	httpShare, keepAliveShare float64
+	shares mixShares
 }
 
 func (c *scaleConfig) register(fs *flag.FlagSet) {
@@ -53,8 +53,10 @@ func (c *scaleConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.replot, "replot", "", "run nothing: write the --svg plot of an earlier run's JSON (as --compare reads it)")
 	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension, and its /metrics beside it (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent CreateTarget calls while registering")
-	fs.Float64Var(&c.httpShare, "http", 0.5, "share of the targets probed over HTTP (the others over TCP)")
-	fs.Float64Var(&c.keepAliveShare, "keep-alive", 0.5, "share of the HTTP targets that keep their connection alive (probed's default; the others set disableKeepAlive)")
+	fs.Float64Var(&c.shares.http, "http", 0.5, "share of the targets probed over HTTP (the others over TCP, unless --grpc or --exec)")
+	fs.Float64Var(&c.shares.keepAlive, "keep-alive", 0.5, "share of the HTTP targets that keep their connection alive (probed's default; the others set disableKeepAlive)")
+	fs.Float64Var(&c.shares.grpc, "grpc", 0, "share of the targets probed with gRPC health (the targets' servers answer it on every port)")
+	fs.Float64Var(&c.shares.exec, "exec", 0, "share of the targets probed by running "+strings.Join(execCommand, " ")+" (probed runs with --allow-exec)")
 	fs.IntVar(&c.perListener, "targets-per-listener", 100, "targets sharing one loopback listener (port) of the targets' servers")
 	fs.IntVar(&c.fdMargin, "fd-margin", 3000, "file descriptors of probed's hard limit (ulimit -Hn) kept free of kept-alive connections")
 }
@@ -74,8 +76,9 @@ func (c *scaleConfig) validate() error {
 		return fmt.Errorf("--window must be positive, --settle not negative")
 	case c.workers < 1, c.perListener < 1, c.fdMargin < 0:
 		return fmt.Errorf("--workers and --targets-per-listener must be positive, --fd-margin not negative")
-	case c.httpShare < 0, c.httpShare > 1, c.keepAliveShare < 0, c.keepAliveShare > 1:
-		return fmt.Errorf("--http and --keep-alive are shares, from 0 to 1")
+	case c.shares.http < 0, c.shares.keepAlive < 0, c.shares.grpc < 0, c.shares.exec < 0, c.shares.keepAlive > 1,
+		c.shares.http+c.shares.grpc+c.shares.exec > 1:
+		return fmt.Errorf("--http, --keep-alive, --grpc and --exec are shares, from 0 to 1, and --http, --grpc and --exec add up to at most 1")
 	case c.replot != "" && c.svg == "":
 		return fmt.Errorf("--replot needs --svg")
 	}
@@ -87,9 +90,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, asJSON := commandFlags("scale", stderr, "also print the result as JSON on the last line (an object, or an array with several --targets)",
 		"Starts loopback target servers (child processes) and a real probed (bbolt store",
 		"in a temporary directory), registers N targets over gRPC (one readiness probe",
-		"each: half HTTP, half of those kept alive, half TCP), and reports registrations/s,",
-		"RSS per target, goroutines, CPU per probe, the time to list every target page by",
-		"page, and the same after a restart, with the restart's time to serving.")
+		"each: half HTTP, half of those kept alive, half TCP; or gRPC health and exec",
+		"shares), and reports registrations/s, RSS per target, goroutines (and those above",
+		"the empty server's), CPU per probe, the time to list every target page by page,",
+		"and the same after a restart, with the restart's time to serving.")
 	var cfg scaleConfig
 	cfg.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -213,11 +217,11 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	if err != nil {
 		return scaleReport{}, err
 	}
-	r := scaleReport{Targets: n, PeriodMs: ms(cfg.period), Mix: newScaleMix(n, cfg.httpShare, cfg.keepAliveShare, limit), Workers: cfg.workers}
+	r := scaleReport{Targets: n, PeriodMs: ms(cfg.period), Mix: newScaleMix(n, cfg.shares, limit), Workers: cfg.workers}
 	r.LoadAverage[0] = loadAverage()
 	if r.Mix.KeepAliveLimit > 0 {
 		fmt.Fprintf(stderr, "scale: the file descriptor limit (ulimit -Hn) allows %d kept-alive connections: %d targets keep theirs alive instead of %d\n",
-			limit, r.Mix.HTTPKeepAlive, newScaleMix(n, cfg.httpShare, cfg.keepAliveShare, 0).HTTPKeepAlive)
+			limit, r.Mix.HTTPKeepAlive, newScaleMix(n, cfg.shares, 0).HTTPKeepAlive)
 	}
 	opts := probedOptions{bin: cfg.probedBin, dataDir: dataDir, minPeriod: min(cfg.period, 100*time.Millisecond)}
 	known, err := probedFlags(ctx, cfg.probedBin)
@@ -227,6 +231,9 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	if known["max-targets"] {
 		opts.extra = append(opts.extra, "--max-targets=0")
 	}
+	if r.Mix.Exec > 0 {
+		opts.extra = append(opts.extra, "--allow-exec")
+	}
 	if cfg.heapProfile != "" {
 		if !known["pprof"] {
 			return scaleReport{}, fmt.Errorf("--heap-profile: %s has no --pprof flag", cfg.probedBin)
@@ -234,8 +241,7 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 		opts.extra = append(opts.extra, "--pprof")
 	}
 
-	fmt.Fprintf(stderr, "scale: %d targets (%d HTTP kept alive, %d HTTP new connection, %d TCP) every %v\n",
-		n, r.Mix.HTTPKeepAlive, r.Mix.HTTPNewConnection, r.Mix.TCP, cfg.period)
+	fmt.Fprintf(stderr, "scale: %d targets (%s) every %v\n", n, r.Mix, cfg.period)
 	p, err := startProbed(ctx, opts, stderr)
 	if err != nil {
 		return scaleReport{}, err
@@ -248,6 +254,10 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	r.StartupSeconds = p.startup.Seconds()
 	if r.BaseRSSBytes, err = procRSS(p.pid()); err != nil {
 		return scaleReport{}, err
+	}
+	if ss, err := p.scrape(ctx); err == nil {
+		v, _ := promSum(ss, metricGoroutines)
+		r.BaseGoroutines = int(v)
 	}
 	start := time.Now()
 	target := func(i int) *probev1.Target { return scaleTarget(i, r.Mix, ports[i%len(ports)], cfg.period) }
@@ -333,6 +343,7 @@ func (p *probedProc) measureState(ctx context.Context, cfg scaleConfig, r scaleR
 		return int64(v)
 	}
 	s.Goroutines = int(gauge(metricGoroutines))
+	s.GoroutinesAboveEmpty = s.Goroutines - r.BaseGoroutines
 	s.ProbesInflight = int(gauge(metricInflight))
 	s.HeapInuseBytes = gauge(metricHeapInuse)
 	s.StackInuseBytes = gauge(metricStackInuse)

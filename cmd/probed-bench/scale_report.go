@@ -24,6 +24,9 @@ type scaleState struct {
 	HeapInuseBytes  int64   `json:"heap_inuse_bytes"`
 	StackInuseBytes int64   `json:"stack_inuse_bytes"`
 	Goroutines      int     `json:"goroutines"`
+	// GoroutinesAboveEmpty is Goroutines less the empty server's at its
+	// start: what the targets cost.
+	GoroutinesAboveEmpty int `json:"goroutines_above_empty"`
 	ProbesInflight  int     `json:"probes_inflight"`
 	ProbesPerSecond float64 `json:"probes_per_second"` // over the window
 	ProbesFailed    int64   `json:"probes_failed"`     // over the window
@@ -50,6 +53,7 @@ type scaleReport struct {
 	RegistrationSeconds    float64    `json:"registration_seconds"`
 	Workers                int        `json:"workers"`
 	BaseRSSBytes           int64      `json:"base_rss_bytes"` // the empty server, at start
+	BaseGoroutines         int        `json:"base_goroutines"` // the empty server's, at start
 	StartupSeconds         float64    `json:"startup_seconds"`
 	Fresh                  scaleState `json:"fresh"`
 	List                   scaleList  `json:"list"`
@@ -96,8 +100,8 @@ func findScaleReport(rs []scaleReport, n int) *scaleReport {
 
 // printScaleTable prints one report, beside the earlier one if any.
 func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleReport) error {
-	fmt.Fprintf(w, "scale: %d targets (%d HTTP kept alive, %d HTTP new connection, %d TCP) every %v, GOMAXPROCS %d, load average %.1f → %.1f\n\n",
-		r.Targets, r.Mix.HTTPKeepAlive, r.Mix.HTTPNewConnection, r.Mix.TCP, cfg.period, runtime.GOMAXPROCS(0), r.LoadAverage[0], r.LoadAverage[1])
+	fmt.Fprintf(w, "scale: %d targets (%s) every %v, GOMAXPROCS %d, load average %.1f → %.1f\n\n",
+		r.Targets, r.Mix, cfg.period, runtime.GOMAXPROCS(0), r.LoadAverage[0], r.LoadAverage[1])
 	kib := func(b float64) float64 { return b / 1024 }
 	rows := []struct {
 		name string
@@ -114,6 +118,7 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"heap in use MiB", func(r scaleReport) float64 { return mib(r.Fresh.HeapInuseBytes) }, 1},
 		{"stacks MiB", func(r scaleReport) float64 { return mib(r.Fresh.StackInuseBytes) }, 1},
 		{"goroutines", func(r scaleReport) float64 { return float64(r.Fresh.Goroutines) }, 0},
+		{"  above the empty server's", func(r scaleReport) float64 { return float64(r.Fresh.GoroutinesAboveEmpty) }, 0},
 		{"probes in flight", func(r scaleReport) float64 { return float64(r.Fresh.ProbesInflight) }, 0},
 		{"probes/s", func(r scaleReport) float64 { return r.Fresh.ProbesPerSecond }, 0},
 		{"probes failed", func(r scaleReport) float64 { return float64(r.Fresh.ProbesFailed) }, 0},
@@ -126,6 +131,7 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"after restart: KiB per target", func(r scaleReport) float64 { return kib(r.Restarted.RSSBytesPerTarget) }, 2},
 		{"after restart: mapped files MiB", func(r scaleReport) float64 { return mib(r.Restarted.RSSFileBytes) }, 1},
 		{"after restart: goroutines", func(r scaleReport) float64 { return float64(r.Restarted.Goroutines) }, 0},
+		{"  above the empty server's", func(r scaleReport) float64 { return float64(r.Restarted.GoroutinesAboveEmpty) }, 0},
 		{"after restart: probes/s", func(r scaleReport) float64 { return r.Restarted.ProbesPerSecond }, 0},
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -171,10 +177,7 @@ func scaleCharts(reports []scaleReport) []chart {
 	mixNote := ""
 	if len(reports) > 0 {
 		r := reports[0]
-		m := r.Mix
-		http := m.HTTPKeepAlive + m.HTTPNewConnection
-		mixNote = fmt.Sprintf(" (probe every %v, %.0f%% HTTP (%.0f%% of those kept alive), the rest TCP)",
-			time.Duration(r.PeriodMs*float64(time.Millisecond)), 100*ratio(float64(http), float64(r.Targets)), 100*ratio(float64(m.HTTPKeepAlive), float64(http)))
+		mixNote = fmt.Sprintf(" (probe every %v; at %d targets: %s)", time.Duration(r.PeriodMs*float64(time.Millisecond)), r.Targets, r.Mix)
 	}
 	return []chart{
 		{title: "probed RSS against targets" + mixNote, xLabel: xLabel, yLabel: "RSS MiB", logX: true, marks: true, series: rss},

@@ -9,7 +9,7 @@ import (
 )
 
 func TestScaleCompare(t *testing.T) {
-	r := scaleReport{Targets: 1000, Mix: newScaleMix(1000, 0.5, 0.5, 0), RegistrationsPerSecond: 2000, Fresh: scaleState{Goroutines: 600}}
+	r := scaleReport{Targets: 1000, Mix: newScaleMix(1000, mixShares{http: 0.5, keepAlive: 0.5}, 0), RegistrationsPerSecond: 2000, Fresh: scaleState{Goroutines: 600}}
 	before := r
 	before.RegistrationsPerSecond, before.Fresh.Goroutines = 1000, 1200
 	var out bytes.Buffer
@@ -85,7 +85,7 @@ func TestScaleReplot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"probe every 10s, 50% HTTP (50% of those kept alive)", "at 100000, 17000 kept alive"} {
+	for _, want := range []string{"probe every 10s; at 1000 targets: 250 HTTP kept alive, 250 HTTP new connection, 500 TCP", "at 100000, 17000 kept alive"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("plot lacks %q", want)
 		}
