@@ -145,4 +145,3 @@ func BenchmarkIdleGRPCChannels(b *testing.B) {
 		}
 	}
 }
-

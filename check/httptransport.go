@@ -67,7 +67,7 @@ func newHTTPTransport(dialer *net.Dialer, tlsCfg *tls.Config, keepAlive bool, ma
 
 // httpConn is one connection of an httpTransport.
 type httpConn struct {
-	key       string          // scheme "://" host:port, what the connection serves
+	key       string    // scheme "://" host:port, what the connection serves
 	raw       net.Conn  // the TCP connection
 	conn      net.Conn  // what requests and responses go through: raw, or TLS over it
 	idleSince time.Time // when it was last put back

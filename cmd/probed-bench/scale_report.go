@@ -18,19 +18,19 @@ type scaleState struct {
 	// RSSAnonBytes and RSSFileBytes split RSSBytes: anonymous memory (heap,
 	// stacks) and mapped files (the binary, and the pages of the bbolt
 	// file that probed has touched, which the kernel may drop).
-	RSSAnonBytes    int64   `json:"rss_anon_bytes"`
-	RSSFileBytes    int64   `json:"rss_file_bytes"`
-	PeakRSSBytes    int64   `json:"peak_rss_bytes"` // over the process's life
-	HeapInuseBytes  int64   `json:"heap_inuse_bytes"`
-	StackInuseBytes int64   `json:"stack_inuse_bytes"`
-	Goroutines      int     `json:"goroutines"`
+	RSSAnonBytes    int64 `json:"rss_anon_bytes"`
+	RSSFileBytes    int64 `json:"rss_file_bytes"`
+	PeakRSSBytes    int64 `json:"peak_rss_bytes"` // over the process's life
+	HeapInuseBytes  int64 `json:"heap_inuse_bytes"`
+	StackInuseBytes int64 `json:"stack_inuse_bytes"`
+	Goroutines      int   `json:"goroutines"`
 	// GoroutinesAboveEmpty is Goroutines less the empty server's at its
 	// start: what the targets cost.
-	GoroutinesAboveEmpty int `json:"goroutines_above_empty"`
-	ProbesInflight  int     `json:"probes_inflight"`
-	ProbesPerSecond float64 `json:"probes_per_second"` // over the window
-	ProbesFailed    int64   `json:"probes_failed"`     // over the window
-	CPUUsPerProbe   float64 `json:"cpu_us_per_probe"`  // over the window
+	GoroutinesAboveEmpty int     `json:"goroutines_above_empty"`
+	ProbesInflight       int     `json:"probes_inflight"`
+	ProbesPerSecond      float64 `json:"probes_per_second"` // over the window
+	ProbesFailed         int64   `json:"probes_failed"`     // over the window
+	CPUUsPerProbe        float64 `json:"cpu_us_per_probe"`  // over the window
 }
 
 // scaleList is the cost of listing every target, page after page.
@@ -52,7 +52,7 @@ type scaleReport struct {
 	RegistrationsPerSecond float64    `json:"registrations_per_second"`
 	RegistrationSeconds    float64    `json:"registration_seconds"`
 	Workers                int        `json:"workers"`
-	BaseRSSBytes           int64      `json:"base_rss_bytes"` // the empty server, at start
+	BaseRSSBytes           int64      `json:"base_rss_bytes"`  // the empty server, at start
 	BaseGoroutines         int        `json:"base_goroutines"` // the empty server's, at start
 	StartupSeconds         float64    `json:"startup_seconds"`
 	Fresh                  scaleState `json:"fresh"`
