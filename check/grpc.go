@@ -53,7 +53,7 @@ func newGRPCChecker(g *probe.GRPC, o *Options) (*grpcChecker, error) {
 		// passthrough: the dialer resolves the name on each connection, as
 		// kubelet's dial does; an IPv6 zone's '%' must be escaped in the URL.
 		target: "passthrough:///" + strings.ReplaceAll(addr, "%", "%25"),
-		dialer: newDialer(o.Policy, false),
+		dialer: o.dialer(false),
 		opts: []grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithNoProxy(),

@@ -10,15 +10,14 @@ import (
 // handshake, an HTTP/2 preface — by the check's context, and closes what
 // they opened when the check ends first.
 //
-// Clients dial in the background, detached from the request that needs
-// the connection (net/http keeps a dial going after its request is
-// cancelled, so that a later request may use the connection; gRPC
-// connects under its own 20 s deadline): a target that accepts the TCP
+// gRPC dials in the background, detached from the call that needs the
+// connection (under its own 20 s deadline): a target that accepts the TCP
 // connection and never finishes the handshake would otherwise hold a
 // socket and goroutines per probe. A guard cancels its check's dials when
 // the check ends, and closes every connection they opened that was not
-// released first (established and handed over to its client, whose
-// request is cancelled with the check, and which may keep it alive).
+// released first (established and handed over to its client, which may
+// keep it alive). The HTTP checker needs none: it dials on the checking
+// goroutine, under the check's context.
 type connGuard struct {
 	ctx context.Context // ends the guarded phases: the check's, or one that ends when it returns
 
@@ -59,19 +58,4 @@ func (g *connGuard) release() {
 		stop()
 	}
 	g.stops = nil
-}
-
-type guardKey struct{}
-
-// withGuard returns ctx carrying g, for dialers that receive a context
-// derived from the check's (net/http passes the request's values, not its
-// cancellation, to its dials).
-func withGuard(ctx context.Context, g *connGuard) context.Context {
-	return context.WithValue(ctx, guardKey{}, g)
-}
-
-// guardFrom returns the guard ctx carries, or nil.
-func guardFrom(ctx context.Context) *connGuard {
-	g, _ := ctx.Value(guardKey{}).(*connGuard)
-	return g
 }

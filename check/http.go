@@ -2,6 +2,7 @@ package check
 
 import (
 	"bytes"
+	"crypto/tls"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -71,16 +72,16 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Set even for HTTP: a same-host redirect may switch to HTTPS.
-	tlsCfg, err := tlsConfig(g.TLS)
+	// Checked even for HTTP: a same-host redirect may switch to HTTPS;
+	// built then (most probes never need it).
+	tlsCfg, err := probeTLS(g.TLS, u)
 	if err != nil {
-		return nil, fmt.Errorf("httpGet.%w", err)
+		return nil, err
 	}
-	if tlsCfg.ServerName == "" {
-		// The name verified and sent (SNI) is the URL's host, as net/http
-		// sends it; redirects are followed on that host only.
-		tlsCfg.ServerName = tlsHost(u)
+	if u.Scheme != "https" {
+		tlsCfg = nil
 	}
+	lazyTLS := func() (*tls.Config, error) { return probeTLS(g.TLS, u) }
 	header, host := probeHeader(g.Headers, o.UserAgent)
 	// HTTP/1.1 only (no ALPN), no proxy and no compression, as kubelet.
 	// The dial and the TLS handshake end with the check; the response's
@@ -96,7 +97,7 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		target:    u,
 		key:       connKey(u),
 		keepAlive: !g.DisableKeepAlive,
-		transport: newHTTPTransport(newDialer(o.Policy, g.DisableKeepAlive), tlsCfg, !g.DisableKeepAlive, o.MaxHeaderBytes),
+		transport: newHTTPTransport(o.dialer(g.DisableKeepAlive), tlsCfg, lazyTLS, !g.DisableKeepAlive, o.MaxHeaderBytes),
 	}
 	for _, h := range g.Headers {
 		c.custom = append(c.custom, http.CanonicalHeaderKey(h.Name))
@@ -105,6 +106,20 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		c.request, c.requestErr = c.writeRequest(nil, u, header, host)
 	}
 	return c, nil
+}
+
+// probeTLS is the TLS configuration of an HTTPS probe of u: t's, with
+// u's host as the server name unless t names one (net/http's; redirects
+// are followed on that host only).
+func probeTLS(t *probe.TLS, u *url.URL) (*tls.Config, error) {
+	cfg, err := tlsConfig(t)
+	if err != nil {
+		return nil, fmt.Errorf("httpGet.%w", err)
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = tlsHost(u)
+	}
+	return cfg, nil
 }
 
 // tlsHost is the TLS server name of u: its host, bracketed when IPv6

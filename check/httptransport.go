@@ -47,7 +47,8 @@ var getRequest = &http.Request{Method: http.MethodGet}
 // one idle for idleConnTimeout is closed by a timer.
 type httpTransport struct {
 	dialer    *net.Dialer
-	tls       *tls.Config // for HTTPS; ServerName set
+	tls       *tls.Config                 // for HTTPS, ServerName set; nil until a connection needs it
+	newTLS    func() (*tls.Config, error) // builds tls
 	keepAlive bool
 	maxHeader int64 // bytes of a response's status line and header (1xx responses included)
 
@@ -61,8 +62,8 @@ type httpTransport struct {
 	closed bool        // guarded by mu
 }
 
-func newHTTPTransport(dialer *net.Dialer, tlsCfg *tls.Config, keepAlive bool, maxHeader int) *httpTransport {
-	return &httpTransport{dialer: dialer, tls: tlsCfg, keepAlive: keepAlive, maxHeader: int64(maxHeader)}
+func newHTTPTransport(dialer *net.Dialer, tlsCfg *tls.Config, newTLS func() (*tls.Config, error), keepAlive bool, maxHeader int) *httpTransport {
+	return &httpTransport{dialer: dialer, tls: tlsCfg, newTLS: newTLS, keepAlive: keepAlive, maxHeader: int64(maxHeader)}
 }
 
 // httpConn is one connection of an httpTransport.
@@ -282,6 +283,14 @@ func (t *httpTransport) dial(ctx context.Context, u *url.URL, key string, ph *pr
 	pc.watch(ctx)
 	if u.Scheme != "https" {
 		return pc, nil
+	}
+	if t.tls == nil {
+		// An HTTP probe redirected to HTTPS (the checking goroutine alone
+		// sets it).
+		if t.tls, err = t.newTLS(); err != nil {
+			pc.close()
+			return nil, err
+		}
 	}
 	tc := tls.Client(raw, t.tls)
 	start := time.Now()

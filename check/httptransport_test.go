@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -316,4 +317,53 @@ func (s *rawHTTPServer) connections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.n
+}
+
+// TestHTTPRedirectToHTTPS: an HTTP probe redirected to HTTPS on the same
+// host follows, with the spec's TLS settings (built when first needed),
+// and without the spec's headers (another scheme and port).
+func TestHTTPRedirectToHTTPS(t *testing.T) {
+	t.Parallel()
+	secure, secureRec := newTLSServer(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "secure") })
+	_, securePort := serverHostPort(t, secure)
+	s, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, fmt.Sprintf("https://127.0.0.1:%d/tls", securePort), http.StatusFound)
+	})
+	tests := []struct {
+		name    string
+		tls     *probe.TLS
+		want    probe.Result
+		wantMsg string
+	}{
+		{name: "verified against the system roots", want: probe.Failure, wantMsg: "certificate"},
+		{name: "the spec's TLS settings", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: "secure"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := httpGet(t, s, "/")
+			g.TLS = tt.tls
+			g.Headers = []probe.Header{{Name: "Authorization", Value: "Bearer s3cret"}}
+			c := open(t, check.Options{}, probe.Handler{HTTPGet: g})
+			for range 2 { // the second reuses both connections
+				wantOutcome(t, run(t, c, timeout), tt.want, tt.wantMsg, tt.want == probe.Failure)
+			}
+		})
+	}
+	for _, r := range secureRec.requests() {
+		if r.URL.Path != "/tls" || r.Header.Get("Authorization") != "" {
+			t.Errorf("HTTPS got %s with Authorization %q; want /tls without", r.URL.Path, r.Header.Get("Authorization"))
+		}
+	}
+	if n := len(secureRec.requests()); n != 2 {
+		t.Errorf("HTTPS server saw %d requests; want 2", n)
+	}
+}
+
+// newTLSServer is newServer over TLS (a self-signed certificate).
+func newTLSServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *recorder) {
+	t.Helper()
+	rec := &recorder{h: h}
+	s := httptest.NewTLSServer(rec)
+	t.Cleanup(s.Close)
+	return s, rec
 }

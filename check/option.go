@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"slices"
 )
@@ -52,6 +53,19 @@ type Options struct {
 	// func(ctx, h) { prop.Inject(ctx, propagation.HeaderCarrier(h)) }).
 	// It may be called concurrently for different probes.
 	Inject func(ctx context.Context, h http.Header)
+
+	// dialers are what every checker of a Set connects with: [false] keeps
+	// its connections, [true] sets SO_LINGER (see newDialer). Built by
+	// withDefaults.
+	dialers [2]*net.Dialer
+}
+
+// dialer returns the Set's dialer, with SO_LINGER when linger.
+func (o *Options) dialer(linger bool) *net.Dialer {
+	if linger {
+		return o.dialers[1]
+	}
+	return o.dialers[0]
 }
 
 // withDefaults returns o with zero fields defaulted and slices copied, so
@@ -67,5 +81,6 @@ func (o Options) withDefaults() Options {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	o.ExecAllowlist = slices.Clone(o.ExecAllowlist)
+	o.dialers = [2]*net.Dialer{newDialer(o.Policy, false), newDialer(o.Policy, true)}
 	return o
 }

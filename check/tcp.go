@@ -21,7 +21,7 @@ type tcpChecker struct {
 func newTCPChecker(s *probe.TCPSocket, o *Options) *tcpChecker {
 	return &tcpChecker{
 		addr:   net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))),
-		dialer: newDialer(o.Policy, true),
+		dialer: o.dialer(true),
 	}
 }
 
