@@ -117,15 +117,15 @@ func schemeFromProto(s storagev1.Scheme) (probe.Scheme, error) {
 // kinds maps every engine.EventKind to its stored value; its index is the
 // engine's kind.
 var kinds = [...]storagev1.EventKind{
-	0:                        storagev1.EventKind_EVENT_KIND_UNSPECIFIED,
-	engine.KindSnapshot:      storagev1.EventKind_EVENT_KIND_SNAPSHOT,
-	engine.KindTransition:    storagev1.EventKind_EVENT_KIND_TRANSITION,
-	engine.KindInitialized:   storagev1.EventKind_EVENT_KIND_INITIALIZED,
-	engine.KindCreated:       storagev1.EventKind_EVENT_KIND_CREATED,
-	engine.KindUpdated:       storagev1.EventKind_EVENT_KIND_UPDATED,
-	engine.KindReset:         storagev1.EventKind_EVENT_KIND_RESET,
-	engine.KindTerminating:   storagev1.EventKind_EVENT_KIND_TERMINATING,
-	engine.KindDeleted:       storagev1.EventKind_EVENT_KIND_DELETED,
+	0:                      storagev1.EventKind_EVENT_KIND_UNSPECIFIED,
+	engine.KindSnapshot:    storagev1.EventKind_EVENT_KIND_SNAPSHOT,
+	engine.KindTransition:  storagev1.EventKind_EVENT_KIND_TRANSITION,
+	engine.KindInitialized: storagev1.EventKind_EVENT_KIND_INITIALIZED,
+	engine.KindCreated:     storagev1.EventKind_EVENT_KIND_CREATED,
+	engine.KindUpdated:     storagev1.EventKind_EVENT_KIND_UPDATED,
+	engine.KindReset:       storagev1.EventKind_EVENT_KIND_RESET,
+	engine.KindTerminating: storagev1.EventKind_EVENT_KIND_TERMINATING,
+	engine.KindDeleted:     storagev1.EventKind_EVENT_KIND_DELETED,
 }
 
 func kindToProto(k engine.EventKind) (storagev1.EventKind, error) {
