@@ -1,27 +1,30 @@
 package bolt_test
 
 import (
-	"flag"
-	"os"
+	"bytes"
+	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/store/bolt"
+	"github.com/probed/probed/store/codec"
 	"github.com/probed/probed/store/storetest"
 )
 
-// schema1File is a data file written by the schema 1 store (JSON values)
-// from schema1History.
+// schema1File is a data file of schema 1 (JSON values), written by the
+// schema 1 store from schema1History (at commit a144db9, with go test -run
+// TestWriteSchema1Fixture ./store/bolt -args -write-schema1).
 const schema1File = "testdata/schema1.db"
-
-var writeSchema1 = flag.Bool("write-schema1", false, "write "+schema1File+" from schema1History with this build's store")
 
 // schema1Epoch is the time the history starts at (a zone that is not UTC:
 // schema 1 kept the offset, later schemas keep the instant).
@@ -132,39 +135,33 @@ func replaySchema1(t *testing.T, s engine.Store) {
 	}
 }
 
-// TestWriteSchema1Fixture writes schema1File, with -write-schema1 only. It
-// was run once, by the schema 1 store (see the file's git history); the
-// store of a later schema cannot write it.
-func TestWriteSchema1Fixture(t *testing.T) {
-	if !*writeSchema1 {
-		t.Skip("run with -write-schema1 to write " + schema1File)
-	}
-	if bolt.SchemaVersion != 1 {
-		t.Fatalf("this store writes schema %d; the fixture must be written by the schema 1 store", bolt.SchemaVersion)
-	}
+// TestUpgradeSchema1: Open upgrades a schema 1 data file in place; Load
+// then returns exactly what the history wrote, and the file holds what a
+// new store that replays the history holds, byte for byte (revision and
+// compaction mark included). The next Open has nothing to upgrade.
+func TestUpgradeSchema1(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, dir)
-	replaySchema1(t, s)
-	closeStore(t, s)
-	if err := os.MkdirAll(filepath.Dir(schema1File), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, schema1File, readFile(t, filepath.Join(dir, bolt.FileName)))
-}
-
-// TestSchema1File: a schema 1 data file opens, and Load returns exactly
-// what the history wrote: the same as a new store that replays it.
-func TestSchema1File(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, bolt.FileName), readFile(t, schema1File))
-	s := mustOpen(t, dir)
+	path := filepath.Join(dir, bolt.FileName)
+	writeFile(t, path, readFile(t, schema1File))
+	var logs bytes.Buffer
+	s := mustOpen(t, dir, bolt.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	got, err := s.Load(t.Context())
 	closeStore(t, s)
 	if err != nil {
-		t.Fatalf("Load() of the schema 1 file = %v", err)
+		t.Fatalf("Load() of the upgraded schema 1 file = %v", err)
+	}
+	t.Logf("log:\n%s", logs.String())
+	for _, want := range []string{
+		"upgrading the data file to the current schema", "from_schema=1 to_schema=2",
+		"upgraded the data file", "targets=4 statuses=4 events=11",
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("Open's log lacks %q", want)
+		}
 	}
 
-	fresh := mustOpen(t, t.TempDir())
+	freshDir := t.TempDir()
+	fresh := mustOpen(t, freshDir)
 	replaySchema1(t, fresh)
 	want, err := fresh.Load(t.Context())
 	closeStore(t, fresh)
@@ -172,10 +169,89 @@ func TestSchema1File(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("Load() of the schema 1 file differs from the history it was written from (-want +got):\n%s", diff)
+		t.Errorf("Load() of the upgraded schema 1 file differs from the history it was written from (-want +got):\n%s", diff)
 	}
 	if got.Revision != 18 || got.Compacted != 7 || len(got.Events) != 11 || len(got.Targets) != 4 {
 		t.Errorf("Load() = revision %d, compacted %d, %d events, %d targets; want 18, 7, 11, 4",
 			got.Revision, got.Compacted, len(got.Events), len(got.Targets))
 	}
+	if diff := cmp.Diff(contents(t, filepath.Join(freshDir, bolt.FileName)), contents(t, path)); diff != "" {
+		t.Errorf("the upgraded file differs from a new file of the same history (-new +upgraded):\n%s", diff)
+	}
+
+	logs.Reset()
+	s = mustOpen(t, dir, bolt.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	defer closeStore(t, s)
+	if logs.Len() != 0 {
+		t.Errorf("second Open logged %q, want nothing (no upgrade)", logs.String())
+	}
+	c := storetest.Delete("db", s1at(8000))
+	if err := s.Commit(t.Context(), []*engine.Change{c}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Event.Revision != 19 {
+		t.Errorf("first commit after the upgrade got revision %d, want 19", c.Event.Revision)
+	}
+}
+
+// TestUpgradeFailsWhole: a schema 1 value that does not decode fails Open
+// with ErrCorrupt naming it, and leaves the file exactly as it was.
+func TestUpgradeFailsWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		bucket, key []byte
+		value       string
+		want        error
+		msg         string
+	}{
+		{"Event", []byte("events"), []byte{0, 0, 0, 0, 0, 0, 0, 12}, `{"revision":12,"kind":"NOPE"}`, bolt.ErrCorrupt, "schema 1 event 12"},
+		{"Spec", []byte("specs"), []byte("job"), `{"name":`, bolt.ErrCorrupt, `schema 1 spec of target "job"`},
+		{"Status", []byte("statuses"), []byte("db"), `{"createTime":"3000-01-01T00:00:00Z"}`, codec.ErrUnencodable,
+			`upgrade to schema 2: status of target "db": status.createTime`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, bolt.FileName)
+			writeFile(t, path, readFile(t, schema1File))
+			rewrite(t, path, func(tx *bbolt.Tx) error { return tx.Bucket(tc.bucket).Put(tc.key, []byte(tc.value)) })
+			before := contents(t, path)
+			s, err := bolt.Open(dir)
+			if err == nil {
+				closeStore(t, s)
+				t.Fatal("Open() = nil error, want the upgrade to fail")
+			}
+			t.Logf("error: %v", err)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("Open() = %v, want %v naming %s and %q", err, tc.want, path, tc.msg)
+			}
+			if diff := cmp.Diff(before, contents(t, path)); diff != "" {
+				t.Errorf("a failed upgrade changed the file (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// contents returns every key and value of the data file at path, by bucket.
+func contents(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	out := map[string]map[string]string{}
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			kv := map[string]string{}
+			out[string(name)] = kv
+			return b.ForEach(func(k, v []byte) error {
+				kv[string(k)] = string(v)
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
