@@ -69,6 +69,7 @@ func marshal(m proto.Message) ([]byte, error) {
 	opts := proto.MarshalOptions{Deterministic: true}
 	b := make([]byte, 1, 1+opts.Size(m))
 	b[0] = Version
+	opts.UseCachedSize = true // the sizes Size just computed
 	return opts.MarshalAppend(b, m)
 }
 

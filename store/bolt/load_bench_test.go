@@ -1,0 +1,224 @@
+package bolt
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/codec"
+	"github.com/probed/probed/store/storetest"
+)
+
+// BenchmarkLoadFormat loads the same data from a file of each value format,
+// side by side: schema 1 (encoding/json of the engine types, what the
+// store wrote before store/codec) and the current one (store/codec). Both
+// run the same load function (Store.Load's), differing only in how values
+// decode. Data sets: targets = 100,000 targets (storetest.WebSpec, each
+// with one transition in its status) and no events; events = 1,000 such
+// targets and 100,000 transition events. Each sub-benchmark also reports
+// the file size and the mean stored size of a spec, a status and an event.
+//
+//	go test -run '^$' -bench LoadFormat -count 6 ./store/bolt
+func BenchmarkLoadFormat(b *testing.B) {
+	for _, ds := range []struct {
+		name            string
+		targets, events int
+	}{
+		{"targets", 100_000, 0},
+		{"events", 1_000, 100_000},
+	} {
+		current := filepath.Join(b.TempDir(), FileName)
+		writeDataSet(b, filepath.Dir(current), ds.targets, ds.events)
+		schema1 := filepath.Join(b.TempDir(), FileName)
+		downgrade(b, current, schema1)
+		for _, f := range []struct {
+			name    string
+			path    string
+			version uint64
+		}{
+			{"json", schema1, 1},
+			{"codec", current, SchemaVersion},
+		} {
+			b.Run(fmt.Sprintf("data=%s/format=%s", ds.name, f.name), func(b *testing.B) {
+				db, err := bbolt.Open(f.path, 0o600, &bbolt.Options{ReadOnly: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer func() { _ = db.Close() }()
+				for b.Loop() {
+					err := db.View(func(tx *bbolt.Tx) error {
+						st, err := load(tx, f.path, formats[f.version])
+						if err == nil && (len(st.Targets) != ds.targets || len(st.Events) != ds.events) {
+							err = fmt.Errorf("loaded %d targets, %d events; want %d, %d", len(st.Targets), len(st.Events), ds.targets, ds.events)
+						}
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportSizes(b, db)
+			})
+		}
+	}
+}
+
+// writeDataSet writes a data file in dir with the current store: targets
+// targets, each created and then given one transition, and events
+// retained transition events (the CREATED events are compacted away).
+func writeDataSet(b *testing.B, dir string, targets, events int) {
+	s, err := Open(dir, WithCheck(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	const batch = 1000
+	tgs := make([]*engine.Target, 0, targets)
+	for i := 0; i < targets; i += batch {
+		var changes []*engine.Change
+		for j := i; j < min(i+batch, targets); j++ {
+			c := storetest.Create(storetest.WebSpec(fmt.Sprintf("target-%06d", j)), storetest.Epoch)
+			c.Target.Status.Owner = "alice"
+			changes = append(changes, c)
+			tgs = append(tgs, c.Target)
+		}
+		commitB(b, s, changes)
+	}
+	transition := func(i, n int) *engine.Change {
+		c := storetest.Transition(tgs[i], probe.Readiness, probe.Result(1+n%2), 2, storetest.Epoch.Add(1e9))
+		tgs[i] = c.Target
+		return c
+	}
+	for i := 0; i < targets; i += batch {
+		var changes []*engine.Change
+		for j := i; j < min(i+batch, targets); j++ {
+			changes = append(changes, transition(j, 0))
+		}
+		commitB(b, s, changes)
+	}
+	for n := 0; n < events; n += batch {
+		var changes []*engine.Change
+		for j := n; j < min(n+batch, events); j++ {
+			changes = append(changes, transition(j%targets, 1+j/targets))
+		}
+		commitB(b, s, changes)
+	}
+	st, err := s.Load(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := st.Revision + 1 // every event
+	if events > 0 {
+		before = st.Events[len(st.Events)-events].Revision
+	}
+	if err := s.Compact(b.Context(), before); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func commitB(b *testing.B, s *Store, changes []*engine.Change) {
+	if err := s.Commit(b.Context(), changes); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// downgrade writes the data file at src (current schema) as a schema 1
+// file at dst: the same keys, every value re-encoded with encoding/json,
+// as the schema 1 store wrote them.
+func downgrade(b *testing.B, src, dst string) {
+	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = in.Close() }()
+	out, err := bbolt.Open(dst, 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = out.Close() }()
+	reencode := map[string]func([]byte) (any, error){
+		string(bucketSpecs): func(v []byte) (any, error) {
+			var s target.Spec
+			return &s, codec.UnmarshalSpec(v, &s)
+		},
+		string(bucketStatuses): func(v []byte) (any, error) {
+			var s engine.Status
+			return &s, codec.UnmarshalStatus(v, &s)
+		},
+		string(bucketEvents): func(v []byte) (any, error) {
+			var ev engine.Event
+			return &ev, codec.UnmarshalEvent(v, &ev)
+		},
+	}
+	err = in.View(func(rtx *bbolt.Tx) error {
+		return out.Update(func(wtx *bbolt.Tx) error {
+			return rtx.ForEach(func(name []byte, rb *bbolt.Bucket) error {
+				wb, err := wtx.CreateBucket(name)
+				if err != nil {
+					return err
+				}
+				if string(name) == string(bucketEvents) {
+					wb.FillPercent = eventsFillPercent
+				}
+				return rb.ForEach(func(k, v []byte) error {
+					switch {
+					case string(name) == string(bucketMeta) && string(k) == string(keySchema):
+						v = u64(1)
+					case reencode[string(name)] != nil:
+						val, err := reencode[string(name)](v)
+						if err != nil {
+							return err
+						}
+						if v, err = json.Marshal(val); err != nil {
+							return err
+						}
+					}
+					return wb.Put(k, v)
+				})
+			})
+		})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reportSizes reports the file size and the mean size of the values of
+// each bucket of db.
+func reportSizes(b *testing.B, db *bbolt.DB) {
+	err := db.View(func(tx *bbolt.Tx) error {
+		b.ReportMetric(float64(tx.Size())/1e6, "file-MB")
+		for _, m := range []struct {
+			bucket []byte
+			unit   string
+		}{
+			{bucketSpecs, "B/spec"},
+			{bucketStatuses, "B/status"},
+			{bucketEvents, "B/event"},
+		} {
+			n, size := 0, 0
+			err := tx.Bucket(m.bucket).ForEach(func(_, v []byte) error {
+				n++
+				size += len(v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				b.ReportMetric(float64(size)/float64(n), m.unit)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
