@@ -221,4 +221,3 @@ func reportSizes(b *testing.B, db *bbolt.DB) {
 		b.Fatal(err)
 	}
 }
-
