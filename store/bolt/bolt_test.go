@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashEnv) != "" {
 		crashChild() // never returns
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if err := bolt.RemoveBenchData(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = max(code, 1)
+		}
+		os.Exit(code)
+	}))
 }
 
 func TestContract(t *testing.T) {

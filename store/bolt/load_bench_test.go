@@ -3,7 +3,9 @@ package bolt
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	bbolt "go.etcd.io/bbolt"
@@ -33,10 +35,7 @@ func BenchmarkLoadFormat(b *testing.B) {
 		{"targets", 100_000, 0},
 		{"events", 1_000, 100_000},
 	} {
-		current := filepath.Join(b.TempDir(), FileName)
-		writeDataSet(b, filepath.Dir(current), ds.targets, ds.events)
-		schema1 := filepath.Join(b.TempDir(), FileName)
-		downgrade(b, current, schema1)
+		schema1, current := dataSet(b, ds.name, ds.targets, ds.events)
 		for _, f := range []struct {
 			name    string
 			path    string
@@ -67,6 +66,49 @@ func BenchmarkLoadFormat(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchData caches the data sets of BenchmarkLoadFormat across -count
+// runs (writing 100,000 targets takes many seconds); TestMain removes them.
+var benchData struct {
+	mu   sync.Mutex
+	dir  string
+	sets map[string][2]string // name → schema 1 file, current file
+}
+
+// dataSet returns the files of the named data set, written on first use.
+func dataSet(b *testing.B, name string, targets, events int) (schema1, current string) {
+	benchData.mu.Lock()
+	defer benchData.mu.Unlock()
+	if f, ok := benchData.sets[name]; ok {
+		return f[0], f[1]
+	}
+	if benchData.dir == "" {
+		dir, err := os.MkdirTemp("", "probed-loadformat-*")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchData.dir, benchData.sets = dir, map[string][2]string{}
+	}
+	dir := filepath.Join(benchData.dir, name)
+	writeDataSet(b, filepath.Join(dir, "current"), targets, events)
+	current = filepath.Join(dir, "current", FileName)
+	schema1 = filepath.Join(dir, "schema1.db")
+	downgrade(b, current, schema1)
+	benchData.sets[name] = [2]string{schema1, current}
+	return schema1, current
+}
+
+// RemoveBenchData removes the data sets cached by the benchmarks.
+func RemoveBenchData() error {
+	benchData.mu.Lock()
+	defer benchData.mu.Unlock()
+	if benchData.dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(benchData.dir)
+	benchData.dir, benchData.sets = "", nil
+	return err
 }
 
 // writeDataSet writes a data file in dir with the current store: targets
