@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
@@ -240,6 +242,27 @@ func TestLoadDamagedPage(t *testing.T) {
 	t.Logf("error: %v", err)
 	if !errors.Is(err, bolt.ErrCorrupt) || !strings.Contains(err.Error(), path) {
 		t.Errorf("Load() = %v, want ErrCorrupt naming %s", err, path)
+	}
+}
+
+// TestLoadNewerValue: a value with a field this build does not know (a
+// newer probed added it) is ErrSchemaVersion naming the value, not data
+// silently dropped.
+func TestLoadNewerValue(t *testing.T) {
+	dir := populated(t)
+	path := filepath.Join(dir, bolt.FileName)
+	rewrite(t, path, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("statuses"))
+		v := protowire.AppendVarint(protowire.AppendTag(bytes.Clone(b.Get([]byte("db"))), 99, protowire.VarintType), 1)
+		return b.Put([]byte("db"), v)
+	})
+	s := mustOpen(t, dir)
+	defer closeStore(t, s)
+	_, err := s.Load(t.Context())
+	t.Logf("error: %v", err)
+	if !errors.Is(err, bolt.ErrSchemaVersion) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), `status of target "db"`) || !strings.Contains(err.Error(), "unknown field 99") {
+		t.Errorf("Load() = %v, want ErrSchemaVersion naming %s, the status of target \"db\" and field 99", err, path)
 	}
 }
 

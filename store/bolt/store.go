@@ -39,10 +39,12 @@ func (s *Store) Path() string { return s.path }
 
 // Load returns every target (spec and durable status, by name), the
 // retained events in revision order and the last revision assigned. A
-// value that does not decode, an event whose key is not its revision or
-// is beyond the stored revision, a spec stored under another name or
-// without a status, and a bbolt panic on a damaged page are errors
-// wrapping ErrCorrupt that name the file. A status without a spec (left by
+// value written by a newer probed (a field this build does not know) is an
+// error wrapping ErrSchemaVersion that names it. A value that does not
+// decode, an event whose key is not its revision or is beyond the stored
+// revision, a spec stored under another name or without a status, and a
+// bbolt panic on a damaged page are errors wrapping ErrCorrupt that name
+// the file. A status without a spec (left by
 // a status-only change after a delete; Commit does not write those) is
 // ignored.
 func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
@@ -94,7 +96,7 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 	err := tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
 		t := &engine.Target{Spec: &target.Spec{}}
 		if err := f.spec(v, t.Spec); err != nil {
-			return corrupt(path, err, "spec of target %q", k)
+			return undecodable(path, err, "spec of target %q", k)
 		}
 		if t.Spec.Name != string(k) {
 			return corrupt(path, nil, "spec stored as %q is named %q", k, t.Spec.Name)
@@ -104,7 +106,7 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 			return corrupt(path, nil, "target %q has a spec but no status", k)
 		}
 		if err := f.status(b, &t.Status); err != nil {
-			return corrupt(path, err, "status of target %q", k)
+			return undecodable(path, err, "status of target %q", k)
 		}
 		st.Targets = append(st.Targets, t)
 		return nil
@@ -123,7 +125,7 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 		st.Events = append(st.Events, engine.Event{})
 		ev := &st.Events[len(st.Events)-1]
 		if err := f.event(v, ev); err != nil {
-			return corrupt(path, err, "event %d", r)
+			return undecodable(path, err, "event %d", r)
 		}
 		if ev.Revision != r {
 			return corrupt(path, nil, "event stored as revision %d has revision %d", r, ev.Revision)
