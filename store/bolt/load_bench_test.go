@@ -91,10 +91,16 @@ func dataSet(b *testing.B, name string, targets, events int) (schema1, current s
 		benchData.dir, benchData.sets = dir, map[string][2]string{}
 	}
 	dir := filepath.Join(benchData.dir, name)
-	writeDataSet(b, filepath.Join(dir, "current"), targets, events)
-	current = filepath.Join(dir, "current", FileName)
-	schema1 = filepath.Join(dir, "schema1.db")
-	downgrade(b, current, schema1)
+	history := filepath.Join(dir, "history")
+	writeDataSet(b, history, targets, events)
+	// Both files are written afresh from the same values, the same way
+	// (no free pages left by the history).
+	current, schema1 = filepath.Join(dir, "current.db"), filepath.Join(dir, "schema1.db")
+	copyData(b, filepath.Join(history, FileName), current, SchemaVersion)
+	copyData(b, filepath.Join(history, FileName), schema1, 1)
+	if err := os.RemoveAll(history); err != nil {
+		b.Fatal(err)
+	}
 	benchData.sets[name] = [2]string{schema1, current}
 	return schema1, current
 }
@@ -170,10 +176,11 @@ func commitB(b *testing.B, s *Store, changes []*engine.Change) {
 	}
 }
 
-// downgrade writes the data file at src (current schema) as a schema 1
-// file at dst: the same keys, every value re-encoded with encoding/json,
-// as the schema 1 store wrote them.
-func downgrade(b *testing.B, src, dst string) {
+// copyData writes the data file at src (current schema) to a new file at
+// dst, bucket by bucket, as schema version: the same keys, and for schema
+// 1 every value re-encoded with encoding/json, as the schema 1 store wrote
+// them.
+func copyData(b *testing.B, src, dst string, version uint64) {
 	in, err := bbolt.Open(src, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
@@ -211,8 +218,8 @@ func downgrade(b *testing.B, src, dst string) {
 				return rb.ForEach(func(k, v []byte) error {
 					switch {
 					case string(name) == string(bucketMeta) && string(k) == string(keySchema):
-						v = u64(1)
-					case reencode[string(name)] != nil:
+						v = u64(version)
+					case version == 1 && reencode[string(name)] != nil:
 						val, err := reencode[string(name)](v)
 						if err != nil {
 							return err
