@@ -279,7 +279,8 @@ func (f *filler) fill(v reflect.Value, name string) {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", f.next()))
+		// Not UTF-8: strings are stored as the engine holds them.
+		v.SetString(fmt.Sprintf("s%d\xff\xfe", f.next()))
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

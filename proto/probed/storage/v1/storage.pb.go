@@ -18,6 +18,10 @@
 //     instant. Durations are int64 nanoseconds.
 //   - An enum's UNSPECIFIED (absent) value reads as the Go zero value of
 //     the engine's type.
+//   - Edition 2023 with proto3's implicit presence, except the fields marked
+//     EXPLICIT (the engine's pointers: unset is not 0), and without UTF-8
+//     validation: strings are kept as the engine holds them (the wire format
+//     is proto3's).
 //   - Adding a field is compatible for new readers (it reads as absent from
 //     old values); a reader that finds a field or an enum value it does not
 //     know refuses the value (written by a newer probed) instead of
@@ -324,13 +328,13 @@ type Spec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The target's name. Absent: "", or, in an Event's target, the event's
 	// name.
-	Name                          *string           `protobuf:"bytes,1,opt,name=name,proto3,oneof" json:"name,omitempty"`
-	Labels                        map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StartupProbe                  *Probe            `protobuf:"bytes,3,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
-	LivenessProbe                 *Probe            `protobuf:"bytes,4,opt,name=liveness_probe,json=livenessProbe,proto3" json:"liveness_probe,omitempty"`
-	ReadinessProbe                *Probe            `protobuf:"bytes,5,opt,name=readiness_probe,json=readinessProbe,proto3" json:"readiness_probe,omitempty"`
-	Lifecycle                     *Lifecycle        `protobuf:"bytes,6,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
-	TerminationGracePeriodSeconds *int64            `protobuf:"varint,7,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
+	Name                          *string           `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	Labels                        map[string]string `protobuf:"bytes,2,rep,name=labels" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	StartupProbe                  *Probe            `protobuf:"bytes,3,opt,name=startup_probe,json=startupProbe" json:"startup_probe,omitempty"`
+	LivenessProbe                 *Probe            `protobuf:"bytes,4,opt,name=liveness_probe,json=livenessProbe" json:"liveness_probe,omitempty"`
+	ReadinessProbe                *Probe            `protobuf:"bytes,5,opt,name=readiness_probe,json=readinessProbe" json:"readiness_probe,omitempty"`
+	Lifecycle                     *Lifecycle        `protobuf:"bytes,6,opt,name=lifecycle" json:"lifecycle,omitempty"`
+	TerminationGracePeriodSeconds *int64            `protobuf:"varint,7,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds" json:"termination_grace_period_seconds,omitempty"`
 	unknownFields                 protoimpl.UnknownFields
 	sizeCache                     protoimpl.SizeCache
 }
@@ -420,21 +424,21 @@ func (x *Spec) GetTerminationGracePeriodSeconds() int64 {
 // holds.
 type Probe struct {
 	state                          protoimpl.MessageState `protogen:"open.v1"`
-	HttpGet                        *HTTPGetAction         `protobuf:"bytes,1,opt,name=http_get,json=httpGet,proto3" json:"http_get,omitempty"`
-	TcpSocket                      *TCPSocketAction       `protobuf:"bytes,2,opt,name=tcp_socket,json=tcpSocket,proto3" json:"tcp_socket,omitempty"`
-	Grpc                           *GRPCAction            `protobuf:"bytes,3,opt,name=grpc,proto3" json:"grpc,omitempty"`
-	Exec                           *ExecAction            `protobuf:"bytes,4,opt,name=exec,proto3" json:"exec,omitempty"`
-	InitialDelaySeconds            int32                  `protobuf:"varint,5,opt,name=initial_delay_seconds,json=initialDelaySeconds,proto3" json:"initial_delay_seconds,omitempty"`
-	TimeoutSeconds                 int32                  `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
-	PeriodSeconds                  int32                  `protobuf:"varint,7,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
-	SuccessThreshold               int32                  `protobuf:"varint,8,opt,name=success_threshold,json=successThreshold,proto3" json:"success_threshold,omitempty"`
-	FailureThreshold               int32                  `protobuf:"varint,9,opt,name=failure_threshold,json=failureThreshold,proto3" json:"failure_threshold,omitempty"`
-	InitialDelayMilliseconds       *int32                 `protobuf:"varint,10,opt,name=initial_delay_milliseconds,json=initialDelayMilliseconds,proto3,oneof" json:"initial_delay_milliseconds,omitempty"`
-	TimeoutMilliseconds            *int32                 `protobuf:"varint,11,opt,name=timeout_milliseconds,json=timeoutMilliseconds,proto3,oneof" json:"timeout_milliseconds,omitempty"`
-	PeriodMilliseconds             *int32                 `protobuf:"varint,12,opt,name=period_milliseconds,json=periodMilliseconds,proto3,oneof" json:"period_milliseconds,omitempty"`
-	InitializationFailureThreshold *int32                 `protobuf:"varint,13,opt,name=initialization_failure_threshold,json=initializationFailureThreshold,proto3,oneof" json:"initialization_failure_threshold,omitempty"`
-	InitialPeriodSeconds           *int32                 `protobuf:"varint,14,opt,name=initial_period_seconds,json=initialPeriodSeconds,proto3,oneof" json:"initial_period_seconds,omitempty"`
-	InitialPeriodMilliseconds      *int32                 `protobuf:"varint,15,opt,name=initial_period_milliseconds,json=initialPeriodMilliseconds,proto3,oneof" json:"initial_period_milliseconds,omitempty"`
+	HttpGet                        *HTTPGetAction         `protobuf:"bytes,1,opt,name=http_get,json=httpGet" json:"http_get,omitempty"`
+	TcpSocket                      *TCPSocketAction       `protobuf:"bytes,2,opt,name=tcp_socket,json=tcpSocket" json:"tcp_socket,omitempty"`
+	Grpc                           *GRPCAction            `protobuf:"bytes,3,opt,name=grpc" json:"grpc,omitempty"`
+	Exec                           *ExecAction            `protobuf:"bytes,4,opt,name=exec" json:"exec,omitempty"`
+	InitialDelaySeconds            int32                  `protobuf:"varint,5,opt,name=initial_delay_seconds,json=initialDelaySeconds" json:"initial_delay_seconds,omitempty"`
+	TimeoutSeconds                 int32                  `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds" json:"timeout_seconds,omitempty"`
+	PeriodSeconds                  int32                  `protobuf:"varint,7,opt,name=period_seconds,json=periodSeconds" json:"period_seconds,omitempty"`
+	SuccessThreshold               int32                  `protobuf:"varint,8,opt,name=success_threshold,json=successThreshold" json:"success_threshold,omitempty"`
+	FailureThreshold               int32                  `protobuf:"varint,9,opt,name=failure_threshold,json=failureThreshold" json:"failure_threshold,omitempty"`
+	InitialDelayMilliseconds       *int32                 `protobuf:"varint,10,opt,name=initial_delay_milliseconds,json=initialDelayMilliseconds" json:"initial_delay_milliseconds,omitempty"`
+	TimeoutMilliseconds            *int32                 `protobuf:"varint,11,opt,name=timeout_milliseconds,json=timeoutMilliseconds" json:"timeout_milliseconds,omitempty"`
+	PeriodMilliseconds             *int32                 `protobuf:"varint,12,opt,name=period_milliseconds,json=periodMilliseconds" json:"period_milliseconds,omitempty"`
+	InitializationFailureThreshold *int32                 `protobuf:"varint,13,opt,name=initialization_failure_threshold,json=initializationFailureThreshold" json:"initialization_failure_threshold,omitempty"`
+	InitialPeriodSeconds           *int32                 `protobuf:"varint,14,opt,name=initial_period_seconds,json=initialPeriodSeconds" json:"initial_period_seconds,omitempty"`
+	InitialPeriodMilliseconds      *int32                 `protobuf:"varint,15,opt,name=initial_period_milliseconds,json=initialPeriodMilliseconds" json:"initial_period_milliseconds,omitempty"`
 	unknownFields                  protoimpl.UnknownFields
 	sizeCache                      protoimpl.SizeCache
 }
@@ -577,14 +581,14 @@ func (x *Probe) GetInitialPeriodMilliseconds() int32 {
 // HTTPGetAction is engine/probe.HTTPGet.
 type HTTPGetAction struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
-	Host             string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	Port             int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Path             string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
-	Scheme           Scheme                 `protobuf:"varint,4,opt,name=scheme,proto3,enum=probed.storage.v1.Scheme" json:"scheme,omitempty"`
-	HttpHeaders      []*HTTPHeader          `protobuf:"bytes,5,rep,name=http_headers,json=httpHeaders,proto3" json:"http_headers,omitempty"`
-	ExpectedBody     string                 `protobuf:"bytes,6,opt,name=expected_body,json=expectedBody,proto3" json:"expected_body,omitempty"`
-	DisableKeepAlive bool                   `protobuf:"varint,7,opt,name=disable_keep_alive,json=disableKeepAlive,proto3" json:"disable_keep_alive,omitempty"`
-	Tls              *TLSConfig             `protobuf:"bytes,8,opt,name=tls,proto3" json:"tls,omitempty"`
+	Host             string                 `protobuf:"bytes,1,opt,name=host" json:"host,omitempty"`
+	Port             int32                  `protobuf:"varint,2,opt,name=port" json:"port,omitempty"`
+	Path             string                 `protobuf:"bytes,3,opt,name=path" json:"path,omitempty"`
+	Scheme           Scheme                 `protobuf:"varint,4,opt,name=scheme,enum=probed.storage.v1.Scheme" json:"scheme,omitempty"`
+	HttpHeaders      []*HTTPHeader          `protobuf:"bytes,5,rep,name=http_headers,json=httpHeaders" json:"http_headers,omitempty"`
+	ExpectedBody     string                 `protobuf:"bytes,6,opt,name=expected_body,json=expectedBody" json:"expected_body,omitempty"`
+	DisableKeepAlive bool                   `protobuf:"varint,7,opt,name=disable_keep_alive,json=disableKeepAlive" json:"disable_keep_alive,omitempty"`
+	Tls              *TLSConfig             `protobuf:"bytes,8,opt,name=tls" json:"tls,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -678,8 +682,8 @@ func (x *HTTPGetAction) GetTls() *TLSConfig {
 // HTTPHeader is engine/probe.Header.
 type HTTPHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,9 +735,9 @@ func (x *HTTPHeader) GetValue() string {
 // TLSConfig is engine/probe.TLS.
 type TLSConfig struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
-	CaPem              string                 `protobuf:"bytes,1,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
-	InsecureSkipVerify bool                   `protobuf:"varint,2,opt,name=insecure_skip_verify,json=insecureSkipVerify,proto3" json:"insecure_skip_verify,omitempty"`
-	ServerName         string                 `protobuf:"bytes,3,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	CaPem              string                 `protobuf:"bytes,1,opt,name=ca_pem,json=caPem" json:"ca_pem,omitempty"`
+	InsecureSkipVerify bool                   `protobuf:"varint,2,opt,name=insecure_skip_verify,json=insecureSkipVerify" json:"insecure_skip_verify,omitempty"`
+	ServerName         string                 `protobuf:"bytes,3,opt,name=server_name,json=serverName" json:"server_name,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -792,8 +796,8 @@ func (x *TLSConfig) GetServerName() string {
 // TCPSocketAction is engine/probe.TCPSocket.
 type TCPSocketAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host" json:"host,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -845,10 +849,10 @@ func (x *TCPSocketAction) GetPort() int32 {
 // GRPCAction is engine/probe.GRPC.
 type GRPCAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Service       *string                `protobuf:"bytes,3,opt,name=service,proto3,oneof" json:"service,omitempty"`
-	Tls           *TLSConfig             `protobuf:"bytes,4,opt,name=tls,proto3" json:"tls,omitempty"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host" json:"host,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port" json:"port,omitempty"`
+	Service       *string                `protobuf:"bytes,3,opt,name=service" json:"service,omitempty"`
+	Tls           *TLSConfig             `protobuf:"bytes,4,opt,name=tls" json:"tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -914,7 +918,7 @@ func (x *GRPCAction) GetTls() *TLSConfig {
 // ExecAction is engine/probe.Exec.
 type ExecAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
+	Command       []string               `protobuf:"bytes,1,rep,name=command" json:"command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -959,7 +963,7 @@ func (x *ExecAction) GetCommand() []string {
 // Lifecycle is engine/target.Lifecycle.
 type Lifecycle struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	PreStop       *LifecycleHandler      `protobuf:"bytes,1,opt,name=pre_stop,json=preStop,proto3" json:"pre_stop,omitempty"`
+	PreStop       *LifecycleHandler      `protobuf:"bytes,1,opt,name=pre_stop,json=preStop" json:"pre_stop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1005,7 +1009,7 @@ func (x *Lifecycle) GetPreStop() *LifecycleHandler {
 // handlers).
 type LifecycleHandler struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sleep         *SleepAction           `protobuf:"bytes,1,opt,name=sleep,proto3" json:"sleep,omitempty"`
+	Sleep         *SleepAction           `protobuf:"bytes,1,opt,name=sleep" json:"sleep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1050,7 +1054,7 @@ func (x *LifecycleHandler) GetSleep() *SleepAction {
 // SleepAction is engine/target.SleepAction.
 type SleepAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seconds       int64                  `protobuf:"varint,1,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	Seconds       int64                  `protobuf:"varint,1,opt,name=seconds" json:"seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1097,18 +1101,18 @@ func (x *SleepAction) GetSeconds() int64 {
 // recent runs) are not stored.
 type Status struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Phase Phase                  `protobuf:"varint,1,opt,name=phase,proto3,enum=probed.storage.v1.Phase" json:"phase,omitempty"`
+	Phase Phase                  `protobuf:"varint,1,opt,name=phase,enum=probed.storage.v1.Phase" json:"phase,omitempty"`
 	// The probes' states, by type (engine.Status.Probes); absent is the zero
 	// ProbeStatus (no such probe).
-	Startup            *ProbeStatus `protobuf:"bytes,2,opt,name=startup,proto3" json:"startup,omitempty"`
-	Liveness           *ProbeStatus `protobuf:"bytes,3,opt,name=liveness,proto3" json:"liveness,omitempty"`
-	Readiness          *ProbeStatus `protobuf:"bytes,4,opt,name=readiness,proto3" json:"readiness,omitempty"`
-	CreateTimeUnixNano *int64       `protobuf:"fixed64,5,opt,name=create_time_unix_nano,json=createTimeUnixNano,proto3,oneof" json:"create_time_unix_nano,omitempty"`
-	Owner              string       `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	StartTimeUnixNano  *int64       `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano,proto3,oneof" json:"start_time_unix_nano,omitempty"`
-	DeleteTimeUnixNano *int64       `protobuf:"fixed64,8,opt,name=delete_time_unix_nano,json=deleteTimeUnixNano,proto3,oneof" json:"delete_time_unix_nano,omitempty"`
+	Startup            *ProbeStatus `protobuf:"bytes,2,opt,name=startup" json:"startup,omitempty"`
+	Liveness           *ProbeStatus `protobuf:"bytes,3,opt,name=liveness" json:"liveness,omitempty"`
+	Readiness          *ProbeStatus `protobuf:"bytes,4,opt,name=readiness" json:"readiness,omitempty"`
+	CreateTimeUnixNano *int64       `protobuf:"fixed64,5,opt,name=create_time_unix_nano,json=createTimeUnixNano" json:"create_time_unix_nano,omitempty"`
+	Owner              string       `protobuf:"bytes,6,opt,name=owner" json:"owner,omitempty"`
+	StartTimeUnixNano  *int64       `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano" json:"start_time_unix_nano,omitempty"`
+	DeleteTimeUnixNano *int64       `protobuf:"fixed64,8,opt,name=delete_time_unix_nano,json=deleteTimeUnixNano" json:"delete_time_unix_nano,omitempty"`
 	// Absent: 0, or, in an Event's target, the event's revision.
-	Revision      *uint64 `protobuf:"varint,9,opt,name=revision,proto3,oneof" json:"revision,omitempty"`
+	Revision      *uint64 `protobuf:"varint,9,opt,name=revision" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1209,10 +1213,10 @@ func (x *Status) GetRevision() uint64 {
 // ProbeStatus is the durable part of engine.ProbeStatus.
 type ProbeStatus struct {
 	state                      protoimpl.MessageState `protogen:"open.v1"`
-	Present                    bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
-	Result                     Result                 `protobuf:"varint,2,opt,name=result,proto3,enum=probed.storage.v1.Result" json:"result,omitempty"`
-	HasInitialized             bool                   `protobuf:"varint,3,opt,name=has_initialized,json=hasInitialized,proto3" json:"has_initialized,omitempty"`
-	LastTransitionTimeUnixNano *int64                 `protobuf:"fixed64,4,opt,name=last_transition_time_unix_nano,json=lastTransitionTimeUnixNano,proto3,oneof" json:"last_transition_time_unix_nano,omitempty"`
+	Present                    bool                   `protobuf:"varint,1,opt,name=present" json:"present,omitempty"`
+	Result                     Result                 `protobuf:"varint,2,opt,name=result,enum=probed.storage.v1.Result" json:"result,omitempty"`
+	HasInitialized             bool                   `protobuf:"varint,3,opt,name=has_initialized,json=hasInitialized" json:"has_initialized,omitempty"`
+	LastTransitionTimeUnixNano *int64                 `protobuf:"fixed64,4,opt,name=last_transition_time_unix_nano,json=lastTransitionTimeUnixNano" json:"last_transition_time_unix_nano,omitempty"`
 	unknownFields              protoimpl.UnknownFields
 	sizeCache                  protoimpl.SizeCache
 }
@@ -1278,8 +1282,8 @@ func (x *ProbeStatus) GetLastTransitionTimeUnixNano() int64 {
 // Target is engine.Target: a spec and its status.
 type Target struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *Spec                  `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	Status        *Status                `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Spec          *Spec                  `protobuf:"bytes,1,opt,name=spec" json:"spec,omitempty"`
+	Status        *Status                `protobuf:"bytes,2,opt,name=status" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1332,29 +1336,29 @@ func (x *Target) GetStatus() *Status {
 // most of them) have numbers up to 15: one byte of tag each.
 type Event struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
-	Revision     uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	TimeUnixNano *int64                 `protobuf:"fixed64,2,opt,name=time_unix_nano,json=timeUnixNano,proto3,oneof" json:"time_unix_nano,omitempty"`
-	Name         string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Kind         EventKind              `protobuf:"varint,4,opt,name=kind,proto3,enum=probed.storage.v1.EventKind" json:"kind,omitempty"`
-	Probe        ProbeType              `protobuf:"varint,5,opt,name=probe,proto3,enum=probed.storage.v1.ProbeType" json:"probe,omitempty"`
-	From         Result                 `protobuf:"varint,6,opt,name=from,proto3,enum=probed.storage.v1.Result" json:"from,omitempty"`
-	To           Result                 `protobuf:"varint,7,opt,name=to,proto3,enum=probed.storage.v1.Result" json:"to,omitempty"`
-	Consecutive  int32                  `protobuf:"varint,8,opt,name=consecutive,proto3" json:"consecutive,omitempty"`
-	LatencyNanos int64                  `protobuf:"varint,9,opt,name=latency_nanos,json=latencyNanos,proto3" json:"latency_nanos,omitempty"`
-	Message      string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
-	Reason       string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
-	Started      bool                   `protobuf:"varint,12,opt,name=started,proto3" json:"started,omitempty"`
-	Ready        bool                   `protobuf:"varint,13,opt,name=ready,proto3" json:"ready,omitempty"`
-	Live         bool                   `protobuf:"varint,14,opt,name=live,proto3" json:"live,omitempty"`
+	Revision     uint64                 `protobuf:"varint,1,opt,name=revision" json:"revision,omitempty"`
+	TimeUnixNano *int64                 `protobuf:"fixed64,2,opt,name=time_unix_nano,json=timeUnixNano" json:"time_unix_nano,omitempty"`
+	Name         string                 `protobuf:"bytes,3,opt,name=name" json:"name,omitempty"`
+	Kind         EventKind              `protobuf:"varint,4,opt,name=kind,enum=probed.storage.v1.EventKind" json:"kind,omitempty"`
+	Probe        ProbeType              `protobuf:"varint,5,opt,name=probe,enum=probed.storage.v1.ProbeType" json:"probe,omitempty"`
+	From         Result                 `protobuf:"varint,6,opt,name=from,enum=probed.storage.v1.Result" json:"from,omitempty"`
+	To           Result                 `protobuf:"varint,7,opt,name=to,enum=probed.storage.v1.Result" json:"to,omitempty"`
+	Consecutive  int32                  `protobuf:"varint,8,opt,name=consecutive" json:"consecutive,omitempty"`
+	LatencyNanos int64                  `protobuf:"varint,9,opt,name=latency_nanos,json=latencyNanos" json:"latency_nanos,omitempty"`
+	Message      string                 `protobuf:"bytes,10,opt,name=message" json:"message,omitempty"`
+	Reason       string                 `protobuf:"bytes,11,opt,name=reason" json:"reason,omitempty"`
+	Started      bool                   `protobuf:"varint,12,opt,name=started" json:"started,omitempty"`
+	Ready        bool                   `protobuf:"varint,13,opt,name=ready" json:"ready,omitempty"`
+	Live         bool                   `protobuf:"varint,14,opt,name=live" json:"live,omitempty"`
 	// The target's labels, unless labels_from_target.
-	Labels      map[string]string `protobuf:"bytes,15,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Initialized bool              `protobuf:"varint,16,opt,name=initialized,proto3" json:"initialized,omitempty"`
+	Labels      map[string]string `protobuf:"bytes,15,rep,name=labels" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Initialized bool              `protobuf:"varint,16,opt,name=initialized" json:"initialized,omitempty"`
 	// The target after the event (lifecycle events). Its spec's name and
 	// its status's revision are absent when they are the event's.
-	Target *Target `protobuf:"bytes,17,opt,name=target,proto3" json:"target,omitempty"`
+	Target *Target `protobuf:"bytes,17,opt,name=target" json:"target,omitempty"`
 	// The labels are target.spec.labels (as the engine makes lifecycle
 	// events): not stored twice.
-	LabelsFromTarget bool `protobuf:"varint,18,opt,name=labels_from_target,json=labelsFromTarget,proto3" json:"labels_from_target,omitempty"`
+	LabelsFromTarget bool `protobuf:"varint,18,opt,name=labels_from_target,json=labelsFromTarget" json:"labels_from_target,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1519,20 +1523,18 @@ var File_probed_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1fprobed/storage/v1/storage.proto\x12\x11probed.storage.v1\"\x92\x04\n" +
-	"\x04Spec\x12\x17\n" +
-	"\x04name\x18\x01 \x01(\tH\x00R\x04name\x88\x01\x01\x12;\n" +
+	"\x1fprobed/storage/v1/storage.proto\x12\x11probed.storage.v1\"\xe8\x03\n" +
+	"\x04Spec\x12\x19\n" +
+	"\x04name\x18\x01 \x01(\tB\x05\xaa\x01\x02\b\x01R\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.probed.storage.v1.Spec.LabelsEntryR\x06labels\x12=\n" +
 	"\rstartup_probe\x18\x03 \x01(\v2\x18.probed.storage.v1.ProbeR\fstartupProbe\x12?\n" +
 	"\x0eliveness_probe\x18\x04 \x01(\v2\x18.probed.storage.v1.ProbeR\rlivenessProbe\x12A\n" +
 	"\x0freadiness_probe\x18\x05 \x01(\v2\x18.probed.storage.v1.ProbeR\x0ereadinessProbe\x12:\n" +
-	"\tlifecycle\x18\x06 \x01(\v2\x1c.probed.storage.v1.LifecycleR\tlifecycle\x12L\n" +
-	" termination_grace_period_seconds\x18\a \x01(\x03H\x01R\x1dterminationGracePeriodSeconds\x88\x01\x01\x1a9\n" +
+	"\tlifecycle\x18\x06 \x01(\v2\x1c.probed.storage.v1.LifecycleR\tlifecycle\x12N\n" +
+	" termination_grace_period_seconds\x18\a \x01(\x03B\x05\xaa\x01\x02\b\x01R\x1dterminationGracePeriodSeconds\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_nameB#\n" +
-	"!_termination_grace_period_seconds\"\xfb\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x06\n" +
 	"\x05Probe\x12;\n" +
 	"\bhttp_get\x18\x01 \x01(\v2 .probed.storage.v1.HTTPGetActionR\ahttpGet\x12A\n" +
 	"\n" +
@@ -1543,20 +1545,14 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\x06 \x01(\x05R\x0etimeoutSeconds\x12%\n" +
 	"\x0eperiod_seconds\x18\a \x01(\x05R\rperiodSeconds\x12+\n" +
 	"\x11success_threshold\x18\b \x01(\x05R\x10successThreshold\x12+\n" +
-	"\x11failure_threshold\x18\t \x01(\x05R\x10failureThreshold\x12A\n" +
+	"\x11failure_threshold\x18\t \x01(\x05R\x10failureThreshold\x12C\n" +
 	"\x1ainitial_delay_milliseconds\x18\n" +
-	" \x01(\x05H\x00R\x18initialDelayMilliseconds\x88\x01\x01\x126\n" +
-	"\x14timeout_milliseconds\x18\v \x01(\x05H\x01R\x13timeoutMilliseconds\x88\x01\x01\x124\n" +
-	"\x13period_milliseconds\x18\f \x01(\x05H\x02R\x12periodMilliseconds\x88\x01\x01\x12M\n" +
-	" initialization_failure_threshold\x18\r \x01(\x05H\x03R\x1einitializationFailureThreshold\x88\x01\x01\x129\n" +
-	"\x16initial_period_seconds\x18\x0e \x01(\x05H\x04R\x14initialPeriodSeconds\x88\x01\x01\x12C\n" +
-	"\x1binitial_period_milliseconds\x18\x0f \x01(\x05H\x05R\x19initialPeriodMilliseconds\x88\x01\x01B\x1d\n" +
-	"\x1b_initial_delay_millisecondsB\x17\n" +
-	"\x15_timeout_millisecondsB\x16\n" +
-	"\x14_period_millisecondsB#\n" +
-	"!_initialization_failure_thresholdB\x19\n" +
-	"\x17_initial_period_secondsB\x1e\n" +
-	"\x1c_initial_period_milliseconds\"\xc3\x02\n" +
+	" \x01(\x05B\x05\xaa\x01\x02\b\x01R\x18initialDelayMilliseconds\x128\n" +
+	"\x14timeout_milliseconds\x18\v \x01(\x05B\x05\xaa\x01\x02\b\x01R\x13timeoutMilliseconds\x126\n" +
+	"\x13period_milliseconds\x18\f \x01(\x05B\x05\xaa\x01\x02\b\x01R\x12periodMilliseconds\x12O\n" +
+	" initialization_failure_threshold\x18\r \x01(\x05B\x05\xaa\x01\x02\b\x01R\x1einitializationFailureThreshold\x12;\n" +
+	"\x16initial_period_seconds\x18\x0e \x01(\x05B\x05\xaa\x01\x02\b\x01R\x14initialPeriodSeconds\x12E\n" +
+	"\x1binitial_period_milliseconds\x18\x0f \x01(\x05B\x05\xaa\x01\x02\b\x01R\x19initialPeriodMilliseconds\"\xc3\x02\n" +
 	"\rHTTPGetAction\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
@@ -1577,15 +1573,13 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"serverName\"9\n" +
 	"\x0fTCPSocketAction\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\"\x8f\x01\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\x85\x01\n" +
 	"\n" +
 	"GRPCAction\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1d\n" +
-	"\aservice\x18\x03 \x01(\tH\x00R\aservice\x88\x01\x01\x12.\n" +
-	"\x03tls\x18\x04 \x01(\v2\x1c.probed.storage.v1.TLSConfigR\x03tlsB\n" +
-	"\n" +
-	"\b_service\"&\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1f\n" +
+	"\aservice\x18\x03 \x01(\tB\x05\xaa\x01\x02\b\x01R\aservice\x12.\n" +
+	"\x03tls\x18\x04 \x01(\v2\x1c.probed.storage.v1.TLSConfigR\x03tls\"&\n" +
 	"\n" +
 	"ExecAction\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\"K\n" +
@@ -1594,33 +1588,28 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x10LifecycleHandler\x124\n" +
 	"\x05sleep\x18\x01 \x01(\v2\x1e.probed.storage.v1.SleepActionR\x05sleep\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xa3\x04\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xd1\x03\n" +
 	"\x06Status\x12.\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x18.probed.storage.v1.PhaseR\x05phase\x128\n" +
 	"\astartup\x18\x02 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\astartup\x12:\n" +
 	"\bliveness\x18\x03 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\bliveness\x12<\n" +
-	"\treadiness\x18\x04 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\treadiness\x126\n" +
-	"\x15create_time_unix_nano\x18\x05 \x01(\x10H\x00R\x12createTimeUnixNano\x88\x01\x01\x12\x14\n" +
-	"\x05owner\x18\x06 \x01(\tR\x05owner\x124\n" +
-	"\x14start_time_unix_nano\x18\a \x01(\x10H\x01R\x11startTimeUnixNano\x88\x01\x01\x126\n" +
-	"\x15delete_time_unix_nano\x18\b \x01(\x10H\x02R\x12deleteTimeUnixNano\x88\x01\x01\x12\x1f\n" +
-	"\brevision\x18\t \x01(\x04H\x03R\brevision\x88\x01\x01B\x18\n" +
-	"\x16_create_time_unix_nanoB\x17\n" +
-	"\x15_start_time_unix_nanoB\x18\n" +
-	"\x16_delete_time_unix_nanoB\v\n" +
-	"\t_revision\"\xef\x01\n" +
+	"\treadiness\x18\x04 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\treadiness\x128\n" +
+	"\x15create_time_unix_nano\x18\x05 \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12createTimeUnixNano\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x126\n" +
+	"\x14start_time_unix_nano\x18\a \x01(\x10B\x05\xaa\x01\x02\b\x01R\x11startTimeUnixNano\x128\n" +
+	"\x15delete_time_unix_nano\x18\b \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12deleteTimeUnixNano\x12!\n" +
+	"\brevision\x18\t \x01(\x04B\x05\xaa\x01\x02\b\x01R\brevision\"\xce\x01\n" +
 	"\vProbeStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x121\n" +
 	"\x06result\x18\x02 \x01(\x0e2\x19.probed.storage.v1.ResultR\x06result\x12'\n" +
-	"\x0fhas_initialized\x18\x03 \x01(\bR\x0ehasInitialized\x12G\n" +
-	"\x1elast_transition_time_unix_nano\x18\x04 \x01(\x10H\x00R\x1alastTransitionTimeUnixNano\x88\x01\x01B!\n" +
-	"\x1f_last_transition_time_unix_nano\"h\n" +
+	"\x0fhas_initialized\x18\x03 \x01(\bR\x0ehasInitialized\x12I\n" +
+	"\x1elast_transition_time_unix_nano\x18\x04 \x01(\x10B\x05\xaa\x01\x02\b\x01R\x1alastTransitionTimeUnixNano\"h\n" +
 	"\x06Target\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x17.probed.storage.v1.SpecR\x04spec\x121\n" +
-	"\x06status\x18\x02 \x01(\v2\x19.probed.storage.v1.StatusR\x06status\"\xee\x05\n" +
+	"\x06status\x18\x02 \x01(\v2\x19.probed.storage.v1.StatusR\x06status\"\xdd\x05\n" +
 	"\x05Event\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x04R\brevision\x12)\n" +
-	"\x0etime_unix_nano\x18\x02 \x01(\x10H\x00R\ftimeUnixNano\x88\x01\x01\x12\x12\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12+\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x10B\x05\xaa\x01\x02\b\x01R\ftimeUnixNano\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x120\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1c.probed.storage.v1.EventKindR\x04kind\x122\n" +
 	"\x05probe\x18\x05 \x01(\x0e2\x1c.probed.storage.v1.ProbeTypeR\x05probe\x12-\n" +
@@ -1640,8 +1629,7 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x12labels_from_target\x18\x12 \x01(\bR\x10labelsFromTarget\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
-	"\x0f_time_unix_nano*C\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*C\n" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
@@ -1669,7 +1657,7 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x12EVENT_KIND_UPDATED\x10\x05\x12\x14\n" +
 	"\x10EVENT_KIND_RESET\x10\x06\x12\x1a\n" +
 	"\x16EVENT_KIND_TERMINATING\x10\a\x12\x16\n" +
-	"\x12EVENT_KIND_DELETED\x10\bB<Z:github.com/probed/probed/proto/probed/storage/v1;storagev1b\x06proto3"
+	"\x12EVENT_KIND_DELETED\x10\bBCZ:github.com/probed/probed/proto/probed/storage/v1;storagev1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_probed_storage_v1_storage_proto_rawDescOnce sync.Once
@@ -1750,12 +1738,6 @@ func file_probed_storage_v1_storage_proto_init() {
 	if File_probed_storage_v1_storage_proto != nil {
 		return
 	}
-	file_probed_storage_v1_storage_proto_msgTypes[0].OneofWrappers = []any{}
-	file_probed_storage_v1_storage_proto_msgTypes[1].OneofWrappers = []any{}
-	file_probed_storage_v1_storage_proto_msgTypes[6].OneofWrappers = []any{}
-	file_probed_storage_v1_storage_proto_msgTypes[11].OneofWrappers = []any{}
-	file_probed_storage_v1_storage_proto_msgTypes[12].OneofWrappers = []any{}
-	file_probed_storage_v1_storage_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
