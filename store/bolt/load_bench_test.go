@@ -270,3 +270,49 @@ func reportSizes(b *testing.B, db *bbolt.DB) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkUpgrade opens a copy of each schema 1 data set of
+// BenchmarkLoadFormat: Open upgrades it to the current schema (one
+// transaction, one fsync). The copy is not timed.
+//
+//	go test -run '^$' -bench Upgrade -count 6 ./store/bolt
+func BenchmarkUpgrade(b *testing.B) {
+	for _, ds := range []struct {
+		name            string
+		targets, events int
+	}{
+		{"targets", 100_000, 0},
+		{"events", 1_000, 100_000},
+	} {
+		schema1, _ := dataSet(b, ds.name, ds.targets, ds.events)
+		data, err := os.ReadFile(schema1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("data="+ds.name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				dir, err := os.MkdirTemp(b.TempDir(), "upgrade-*")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				s, err := Open(dir, WithCheck(false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.RemoveAll(dir); err != nil { // the copies are large
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
