@@ -4,7 +4,10 @@ TOOL     := $(GO) tool -modfile=tools/go.mod
 BUF      := $(TOOL) buf
 BIN      := bin
 DATA_DIR ?= ./probed-data
-ADDR     ?= 127.0.0.1:50051
+# make run's listeners; METRICS_ADDR= or UI_ADDR= turns one off.
+ADDR         ?= 127.0.0.1:50051
+UI_ADDR      ?= 127.0.0.1:8080
+METRICS_ADDR ?= 127.0.0.1:9464
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
@@ -39,10 +42,10 @@ breaking: ## buf breaking against the main branch (when main has the proto).
 build: ## Build probed, probectl and probed-bench into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-run: build ## Start probed on $(ADDR) with the embedded store under $(DATA_DIR).
-	$(BIN)/probed --addr $(ADDR) --data-dir $(DATA_DIR) --ui-addr 127.0.0.1:8080
+run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
+	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)'
 
-demo: ## Knative-style demo: probed, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
+demo: ## Knative-style demo: probed and its status page, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
 	GO=$(GO) ./examples/activator/demo.sh
 
 test: ## Run every test with the race detector.

@@ -2,9 +2,33 @@
 // probe.v1.ProbeService, a Watch that reconnects and resumes by revision,
 // and WaitReady, which holds a caller until a target is ready.
 //
+// Targets, probes and events are the API's generated types, package
+// probev1, import path "github.com/probed/probed/proto/probe/v1".
+// ProbeDuration turns a time.Duration into a probe's seconds and
+// milliseconds fields:
+//
+//	import (
+//		"github.com/probed/probed/client"
+//		probev1 "github.com/probed/probed/proto/probe/v1"
+//	)
+//
+//	c, err := client.Dial(ctx, "127.0.0.1:50051")
+//	...
+//	p := &probev1.Probe{Handler: &probev1.Probe_TcpSocket{
+//		TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: 8080},
+//	}}
+//	p.PeriodSeconds, p.PeriodMilliseconds = client.ProbeDuration(100 * time.Millisecond)
+//	_, err = c.Create(ctx, &probev1.Target{Name: "web", ReadinessProbe: p})
+//	...
+//	web, err := c.WaitReady(ctx, "web")
+//
 // Errors returned by calls wrap one of the sentinels (ErrNotFound,
 // ErrInvalid, ...) and keep the gRPC status; an invalid request is an
 // *InvalidError listing every field violation.
+//
+// The module, github.com/probed/probed, is not published where go get
+// can fetch it: depend on a clone of its repository with a replace
+// directive (probed's README, "The Go client", shows how).
 package client
 
 import (
@@ -32,8 +56,10 @@ func New(conn grpc.ClientConnInterface) *Client {
 // "127.0.0.1:50051" or "dns:///probed.example:50051"). The connection is
 // made lazily by the first call (grpc.NewClient), so an unreachable server
 // shows up as ErrUnavailable from the calls, not here; ctx is checked
-// only. Without a TLS option the connection is plaintext. The caller must
-// Close the client.
+// only. Without a TLS option the connection is plaintext. A lost
+// connection is redialled with an exponential backoff capped at
+// DefaultMaxBackoff (WithDialOptions(grpc.WithConnectParams(...))
+// replaces it). The caller must Close the client.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -108,7 +109,21 @@ func (o *dialOptions) grpcOptions(addr string) ([]grpc.DialOption, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(&bearer{src: src, requireTLS: o.tls}))
 	}
+	opts = append(opts, grpc.WithConnectParams(reconnect))
 	return append(opts, o.grpc...), nil
+}
+
+// reconnect caps gRPC's delay between connection attempts at Watch's
+// longest backoff: with gRPC's default (up to two minutes), a watch would
+// notice a restarted server long after it came back.
+var reconnect = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  backoff.DefaultConfig.BaseDelay,
+		Multiplier: backoff.DefaultConfig.Multiplier,
+		Jitter:     backoff.DefaultConfig.Jitter,
+		MaxDelay:   DefaultMaxBackoff,
+	},
+	MinConnectTimeout: 20 * time.Second, // gRPC's default
 }
 
 func (o *dialOptions) tlsConfig() (*tls.Config, error) {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -18,11 +19,17 @@ import (
 // (becomes TERMINATING, which can never be ready again) while waiting, and
 // with ctx's error when ctx is done first. It is the call a proxy makes to
 // hold a request until its backend can take it.
-func (c *Client) WaitReady(ctx context.Context, name string) (*probev1.Target, error) {
+//
+// opts may tune the watch's reconnections (WithBackoff, WithStateFunc);
+// options that select events are ignored.
+func (c *Client) WaitReady(ctx context.Context, name string, opts ...WatchOption) (*probev1.Target, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	opts = append(slices.Clone(opts), func(o *watchOptions) {
+		o.since, o.names, o.labels, o.kinds = 0, []string{name}, nil, nil
+	})
 	var cur *probev1.Target // the target as of the last event
-	for resp := range c.Watch(wctx, WithNames(name)) {
+	for resp := range c.Watch(wctx, opts...) {
 		if resp.Err != nil {
 			return nil, resp.Err
 		}

@@ -21,10 +21,6 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 )
 
-// reasonSlowWatcher is the ErrorInfo reason of a watch the server ended
-// because the client fell behind.
-const reasonSlowWatcher = "WATCHER_TOO_SLOW"
-
 // WatchOption configures Watch.
 type WatchOption func(*watchOptions)
 
@@ -35,6 +31,7 @@ type watchOptions struct {
 	kinds      []probev1.EventKind
 	minBackoff time.Duration
 	maxBackoff time.Duration
+	onState    func(WatchState)
 }
 
 // WithSince starts the watch with a replay of every retained event with
@@ -70,6 +67,30 @@ func WithBackoff(minDelay, maxDelay time.Duration) WatchOption {
 		o.minBackoff = max(minDelay, time.Millisecond)
 		o.maxBackoff = max(maxDelay, o.minBackoff)
 	}
+}
+
+// WithStateFunc calls fn with the watch's connection state each time it
+// changes: when a stream is open (the server accepted the watch), and
+// when the stream failed or could not be opened and the watch will retry
+// (Err and Retry say why and when). The terminal error is not reported
+// here: the channel delivers it. fn runs on the watch's goroutine, so it
+// must return quickly and must not wait for the watch.
+func WithStateFunc(fn func(WatchState)) WatchOption {
+	return func(o *watchOptions) { o.onState = fn }
+}
+
+// WatchState is the connection state of a watch, given to the function of
+// WithStateFunc.
+type WatchState struct {
+	// Connected: a stream is open. Otherwise the watch is reconnecting.
+	Connected bool
+	// Err is why the last stream ended or could not be opened, e.g. an
+	// ErrUnavailable error when the server cannot be reached; nil when
+	// Connected.
+	Err error
+	// Retry is how long the watch waits before its next attempt; 0 when
+	// Connected.
+	Retry time.Duration
 }
 
 // WatchResponse is one message of a watch, or its terminal error.
@@ -164,7 +185,9 @@ func (w *watchStream) run(ctx context.Context) {
 			w.send(ctx, WatchResponse{Err: fromStatus(err)})
 			return
 		}
-		if !sleep(ctx, w.opts.backoff(attempt)) {
+		delay := w.opts.backoff(attempt)
+		w.state(WatchState{Err: fromStatus(err), Retry: delay})
+		if !sleep(ctx, delay) {
 			return
 		}
 		attempt++
@@ -182,7 +205,7 @@ func retryable(err error) bool {
 	case codes.ResourceExhausted:
 		// Only the server's "too slow": a message too large would fail
 		// again.
-		return errorReason(err) == reasonSlowWatcher
+		return errorReason(err) == probev1.ErrorReason_WATCHER_TOO_SLOW.String()
 	default:
 		return false
 	}
@@ -209,6 +232,12 @@ func (w *watchStream) stream(ctx context.Context) (received bool, err error) {
 	})
 	if err != nil {
 		return false, err
+	}
+	// The server sends its headers as soon as it accepted the watch (an
+	// older one with the first message); a stream refused at once ends
+	// without headers, and Recv returns why.
+	if md, err := st.Header(); err == nil && md != nil {
+		w.state(WatchState{Connected: true})
 	}
 	for {
 		msg, err := st.Recv()
@@ -256,6 +285,12 @@ func (w *watchStream) accept(msg *probev1.WatchResponse) (r WatchResponse, ok bo
 	}
 	w.next = max(w.next, r.Revision+1)
 	return r, true
+}
+
+func (w *watchStream) state(s WatchState) {
+	if w.opts.onState != nil {
+		w.opts.onState(s)
+	}
 }
 
 func (w *watchStream) send(ctx context.Context, r WatchResponse) bool {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -56,6 +57,16 @@ type fakeStream struct {
 	grpc.ClientStream // only Recv is implemented
 	ctx               context.Context
 	s                 script
+}
+
+// Header says the stream is open unless it fails without a message (a
+// trailers-only response: no headers and no error, Recv says why).
+func (f *fakeStream) Header() (metadata.MD, error) {
+	refused := len(f.s.msgs) == 0 && f.s.err != nil
+	if refused {
+		return nil, nil
+	}
+	return metadata.MD{}, nil
 }
 
 func (f *fakeStream) Recv() (*probev1.WatchResponse, error) {
@@ -184,7 +195,7 @@ func TestWatchScripted(t *testing.T) {
 			name: "slow watcher resumes",
 			opts: []WatchOption{WithSince(4)},
 			scripts: []script{
-				{since: 4, msgs: []*probev1.WatchResponse{live(4, 5)}, err: withInfo(codes.ResourceExhausted, reasonSlowWatcher)},
+				{since: 4, msgs: []*probev1.WatchResponse{live(4, 5)}, err: withInfo(codes.ResourceExhausted, "WATCHER_TOO_SLOW")},
 				{since: 6, msgs: []*probev1.WatchResponse{live(6)}},
 			},
 			want: []delivered{{Revs: []uint64{4, 5}}, {Revs: []uint64{6}}},

@@ -3,22 +3,30 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 )
 
-// committer serialises every change through the store: it takes whatever
-// is pending (group commit: one transaction and one fsync for a burst),
-// writes it, then publishes it to the feed, then tells waiters. So a change
-// is visible to no watcher before it is durable, and all changes are
-// published in the order they were submitted.
+// committer serialises every change through the store: it takes what is
+// pending (group commit: one transaction and one fsync for a burst, up to
+// the store's MaxBatch changes, never splitting a unit), writes it, then
+// publishes it to the feed, then tells waiters. So a change is visible to
+// no watcher before it is durable, and all changes are published in the
+// order they were submitted.
+//
+// Over a SharedStore the committer does not publish: the engine's follow
+// loop publishes what the store delivers (every replica's commits), and
+// the waiters of a batch are told once the feed has reached it.
 type committer struct {
 	store    Store
 	feed     *feed
 	clock    clockwork.Clock
-	onCommit func(changes []*Change, took time.Duration) // after publishing
+	shared   bool                                        // the store is a SharedStore
+	maxBatch int                                         // changes per Commit; 0: no limit
+	onCommit func(changes []*Change, took time.Duration) // once published
 	onLost   func(names []string)                        // called with no lock held
 
 	mu      sync.Mutex
@@ -26,11 +34,15 @@ type committer struct {
 	closed  error           // set once the committer stopped; guarded by mu
 	wake    chan struct{}
 	stats   commitStats // guarded by mu
+	// committed is the revision of the last change committed (shared:
+	// what a barrier waits for the feed to reach); guarded by mu.
+	committed uint64
 }
 
 type pendingChange struct {
-	change *Change
+	change *Change    // nil for a barrier
 	done   chan error // nil when nobody waits
+	last   bool       // the last change of its unit (submit's changes, or a barrier)
 }
 
 // commitStats count what the committer did, for metrics and benchmarks.
@@ -39,8 +51,21 @@ type commitStats struct {
 	Changes uint64 // changes written
 }
 
+// BatchLimiter is implemented by a Store that takes at most MaxBatch
+// changes per Commit (an etcd transaction has a bounded number of
+// operations); the committer never gives it more, and never splits the
+// changes of one submission (one target's) across Commits.
+type BatchLimiter interface {
+	MaxBatch() int
+}
+
 func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
-	return &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
+	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
+	_, c.shared = store.(SharedStore)
+	if l, ok := store.(BatchLimiter); ok {
+		c.maxBatch = l.MaxBatch()
+	}
+	return c
 }
 
 // submit queues changes as one unit (they land in the same transaction)
@@ -58,13 +83,38 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 	for i, ch := range changes {
 		p := pendingChange{change: ch}
 		if i == len(changes)-1 {
-			p.done = done
+			p.done, p.last = done, true
 		}
 		c.pending = append(c.pending, p)
 	}
 	c.mu.Unlock()
 	c.signal()
 	return done, nil
+}
+
+// barrier waits until every change submitted before it is durable and
+// published (or failed), or ctx is done.
+func (c *committer) barrier(ctx context.Context) error {
+	done := make(chan error, 1)
+	c.mu.Lock()
+	if err := c.closed; err != nil {
+		// Stopped: nothing is pending any more; a store failure is the
+		// answer to what was.
+		c.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	c.pending = append(c.pending, pendingChange{done: done, last: true})
+	c.mu.Unlock()
+	c.signal()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (c *committer) signal() {
@@ -74,8 +124,8 @@ func (c *committer) signal() {
 	}
 }
 
-// finish tells the waiters of batch the outcome.
-func finish(batch []pendingChange, err error) {
+// notify tells the waiters of batch the outcome.
+func notify(batch []pendingChange, err error) {
 	for _, p := range batch {
 		if p.done != nil {
 			p.done <- err
@@ -120,72 +170,135 @@ func (c *committer) run(ctx context.Context) error {
 	}
 }
 
-// take removes and returns everything pending.
+// take removes and returns what is pending, whole units of it, up to
+// maxBatch changes (a unit larger than that alone).
 func (c *committer) take() []pendingChange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	batch := c.pending
-	c.pending = nil
+	n := len(c.pending)
+	if c.maxBatch > 0 {
+		n = 0
+		changes := 0
+		for i, p := range c.pending {
+			if p.change != nil {
+				changes++
+			}
+			if changes > c.maxBatch && n > 0 {
+				break
+			}
+			if p.last {
+				n = i + 1
+			}
+		}
+	}
+	batch := c.pending[:n:n]
+	c.pending = c.pending[n:]
+	if len(c.pending) == 0 {
+		c.pending = nil
+	}
 	return batch
 }
 
-// write commits one batch and publishes it. Changes of targets whose
-// ownership was lost are dropped (their waiters get the error) and the
-// others are queued again; any other store error is returned.
+// write commits one batch and publishes it (or, shared, has it published
+// by the follow loop). Changes the store refused as conflicting (a lost
+// ownership, a target that exists) are dropped, their waiters get the
+// reason, and the others are queued again; any other store error is
+// returned.
 func (c *committer) write(ctx context.Context, batch []pendingChange) error {
-	changes := make([]*Change, len(batch))
-	for i, p := range batch {
-		changes[i] = p.change
+	changes := make([]*Change, 0, len(batch))
+	for _, p := range batch {
+		if p.change != nil {
+			changes = append(changes, p.change)
+		}
+	}
+	if len(changes) == 0 { // only barriers
+		c.mu.Lock()
+		committed := c.committed
+		c.mu.Unlock()
+		if c.shared {
+			c.feed.whenReached(committed, func() { notify(batch, nil) })
+		} else {
+			notify(batch, nil)
+		}
+		return nil
 	}
 	start := c.clock.Now()
 	err := c.store.Commit(ctx, changes)
-	var lost *OwnershipLostError
-	switch {
-	case err == nil:
-		took := c.clock.Since(start)
-		c.feed.publish(changes)
+	if err != nil {
+		return c.refused(batch, err)
+	}
+	took := c.clock.Since(start)
+	last := changes[len(changes)-1].Event.Revision
+	c.mu.Lock()
+	c.stats.Commits++
+	c.stats.Changes += uint64(len(changes))
+	c.committed = max(c.committed, last)
+	c.mu.Unlock()
+	done := func() {
 		c.onCommit(changes, took)
-		c.mu.Lock()
-		c.stats.Commits++
-		c.stats.Changes += uint64(len(changes))
-		c.mu.Unlock()
-		finish(batch, nil)
+		notify(batch, nil)
+	}
+	if c.shared {
+		c.feed.whenReached(last, done)
 		return nil
+	}
+	c.feed.publish(changes)
+	done()
+	return nil
+}
+
+// refused handles a Commit that failed with err (nothing was written).
+func (c *committer) refused(batch []pendingChange, err error) error {
+	reasons := make(map[string]error)
+	var lost *OwnershipLostError
+	var conflict *ConflictError
+	switch {
 	case errors.As(err, &lost):
-		// Nothing was written. Drop the lost targets' changes and write
-		// the others again.
-		c.onLost(lost.Names)
-		gone := make(map[string]bool, len(lost.Names))
 		for _, n := range lost.Names {
-			gone[n] = true
+			reasons[n] = err
 		}
-		var retry []pendingChange
-		for _, p := range batch {
-			if gone[p.change.Name] {
-				finish([]pendingChange{p}, err)
-			} else {
-				retry = append(retry, p)
-			}
-		}
-		if len(retry) == len(batch) {
-			// None of the batch was dropped: writing it again would be
-			// refused again, forever.
-			finish(batch, err)
-			c.fail(err)
-			return err
-		}
-		c.mu.Lock()
-		c.pending = append(retry, c.pending...)
-		c.mu.Unlock()
-		if len(retry) > 0 {
-			c.signal()
-		}
-		return nil
+	case errors.As(err, &conflict):
+		maps.Copy(reasons, conflict.Refused)
 	default:
-		finish(batch, err)
+		notify(batch, err)
 		c.fail(err)
 		return err
 	}
+	var gone []string
+	for n, why := range reasons {
+		if errors.Is(why, ErrOwnershipLost) {
+			gone = append(gone, n)
+		}
+	}
+	if len(gone) > 0 {
+		c.onLost(gone)
+	}
+	var retry []pendingChange
+	for _, p := range batch {
+		if p.change == nil {
+			retry = append(retry, p)
+			continue
+		}
+		if why, ok := reasons[p.change.Name]; ok {
+			notify([]pendingChange{p}, why)
+			continue
+		}
+		retry = append(retry, p)
+	}
+	if len(retry) == len(batch) {
+		// None of the batch was dropped: writing it again would be
+		// refused again, forever.
+		notify(batch, err)
+		c.fail(err)
+		return err
+	}
+	c.mu.Lock()
+	c.pending = append(retry, c.pending...)
+	c.mu.Unlock()
+	if len(retry) > 0 {
+		c.signal()
+	}
+	return nil
 }
 
 // fail refuses further changes and fails everything pending with err.

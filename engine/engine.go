@@ -3,13 +3,39 @@
 // with Kubernetes' semantics, writes every change durably through a Store
 // before publishing it as an Event, and streams events to watchers.
 //
-// Concurrency: each target has a lock (entry.mu) guarding its spec,
-// decided status and probe state. Changes flow through one committer (group
-// commit) into the store, then into the feed (published view, history and
-// watchers) under the feed's lock. Lock order: Engine.mu → entry.mu →
-// committer.mu; the feed's lock is taken only by the committer and
-// readers. Every goroutine is started by Run and waited for before Run
-// returns.
+// # Structure
+//
+//   - Engine (engine.go): options, Open, Run, Stats. Run owns every
+//     goroutine: the executor's, the committer's, the drain and
+//     compaction loops; all have returned when it returns.
+//   - The executor (executor.go) runs probes: every run — a fire of the
+//     timer wheel, the first run of a probe, a trigger — goes through it:
+//     one busy flag per probe, one in-flight limit, wheel IDs within the
+//     wheel's capacity, every run waited for. A run is one step (step.go):
+//     check, apply the outcome to the state machine, submit the change.
+//   - Ownership (own.go): a registered target is probed only while owned;
+//     Own takes targets over from what is published, Disown drops them.
+//   - Lifecycle (lifecycle.go, trigger.go, drain.go): Create, Update,
+//     Reset, Delete and its drain, Trigger.
+//   - Publishing: the committer (commit.go, group commit into the Store),
+//     then the feed (feed.go: view, history, watchers; watch.go).
+//
+// # Locks
+//
+// Lock order, outermost first (an arrow: may be taken while holding):
+//
+//	Engine.mu (registry) → entry.mu (one target) → executor.mu (wheel IDs)
+//	                                             → wheel shard locks
+//	                                             → committer.mu (pending changes)
+//	                                             → drainQueue.mu
+//	feed.mu (view, history) → Watcher.mu
+//
+// executor.poolMu and pool.mu are leaves taken to start a run. A wheel
+// driver calls dispatch (executor.mu for reading, then the pool) and timer
+// functions (drains: drainQueue.mu) with no wheel lock held. The committer
+// writes to the store and publishes to the feed with committer.mu
+// released, and no entry.mu is held while feed.mu is. entry.mu is never
+// taken while another entry's is held.
 package engine
 
 import (
@@ -30,9 +56,6 @@ import (
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/engine/wheel"
 )
-
-// maxIdleWorkers bounds the probe goroutines kept waiting for work.
-const maxIdleWorkers = 256
 
 // Defaults of Options.
 const (
@@ -59,9 +82,9 @@ type Options struct {
 	HistoryBytes int // bytes retained (estimated); default 64 MiB
 	WatchBuffer  int // live events a watcher may have pending; default 10,000
 	MaxTargets   int // 0: no limit
-	// MaxTargetsPerOwner limits the targets one client identity (see
-	// WithOwner) may have; 0: no limit.
-	MaxTargetsPerOwner int
+	// MaxTargetsPerClient limits the targets one client identity (see
+	// WithClient) may have; 0: no limit.
+	MaxTargetsPerClient int
 	// Admit, when set, adds checks to the validation of a created or
 	// updated target (e.g. the server's target address policy).
 	Admit       func(spec *target.Spec) field.List
@@ -69,6 +92,11 @@ type Options struct {
 	// MaxWatchers limits the watchers open at once; beyond it Watch fails
 	// with ErrResourceExhausted. 0: no limit.
 	MaxWatchers int
+	// Owns, when set, says whether this engine is to probe a target (cluster
+	// mode: its replica owns the target's shard). It decides for targets
+	// restored at Run and for targets other replicas create; the cluster
+	// layer calls Own and Disown as its shards change. nil: every target.
+	Owns func(name string) bool
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS
@@ -127,29 +155,21 @@ type Engine struct {
 
 	feed    *feed
 	commits *committer
+	exec    *executor
 	drains  drainQueue
+	shared  SharedStore // the store, when replicas share it; nil otherwise
+	// position is the store's revision when it was loaded: the follow
+	// loop starts after it.
+	position uint64
 
-	mu      sync.Mutex        // guards targets and owned
-	targets map[string]*entry // every target not yet removed
-	owned   map[string]int    // targets per owner
+	mu        sync.Mutex        // guards targets and perClient
+	targets   map[string]*entry // every target not yet removed
+	perClient map[string]int    // targets per client identity
 
-	slotsMu sync.RWMutex // guards slots and free
-	slots   []*runner    // by wheel.ID
-	free    []wheel.ID
-
-	wheel *wheel.Wheel // set by Run before running is closed
-	// pool runs probes under Run's probe context. Set by Run before running
-	// is closed.
-	pool     *pool
-	running  chan struct{} // closed when Run has started
-	done     chan struct{} // closed when Run is shutting down
-	runOnce  atomic.Bool
-	inflight atomic.Int64
-	probes   sync.WaitGroup // probe executions started by dispatch
-
-	skippedOverlap atomic.Uint64 // due while still running (trigger)
-	skippedBusy    atomic.Uint64 // MaxInflight reached
-	panics         atomic.Uint64
+	running chan struct{} // closed when Run has started
+	done    chan struct{} // closed when Run is shutting down
+	runOnce atomic.Bool
+	panics  atomic.Uint64
 }
 
 // Open loads the store's state and returns an engine ready to Run.
@@ -158,17 +178,19 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts:    opts,
-		clock:   opts.Clock,
-		log:     opts.Logger,
-		obs:     opts.Observer,
-		feed:    newFeed(opts.History, opts.HistoryBytes),
-		targets: make(map[string]*entry),
-		owned:   make(map[string]int),
-		running: make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:      opts,
+		clock:     opts.Clock,
+		log:       opts.Logger,
+		obs:       opts.Observer,
+		feed:      newFeed(opts.History, opts.HistoryBytes),
+		targets:   make(map[string]*entry),
+		perClient: make(map[string]int),
+		running:   make(chan struct{}),
+		done:      make(chan struct{}),
 	}
+	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
 	e.drains.init()
@@ -178,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.feed.restore(stored)
+	e.position = stored.Revision
 	for _, t := range stored.Targets {
 		e.restore(t)
 	}
@@ -186,27 +209,19 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Run probes until ctx is done, then stops: the scheduler first, then the
-// probes in flight, the drains, and last the committer, which flushes what
-// is pending. Every goroutine Run started has returned when it returns.
-// It returns nil after ctx is done, or the store error that stopped it.
+// Run probes until ctx is done, then stops: the scheduler and the probes
+// in flight first (every run has ended), then the drains, and last the
+// committer, which flushes what is pending. Every goroutine Run started
+// has returned when it returns. It returns nil after ctx is done, or the
+// store error that stopped it.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.runOnce.CompareAndSwap(false, true) {
 		return errors.New("engine: Run called twice")
 	}
+	var workWG, commitWG sync.WaitGroup
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
-	e.pool = newPool(maxIdleWorkers, func(j job) { e.execute(probeCtx, j.r, j.gen) })
-	e.wheel = wheel.New(e.clock, e.dispatch, wheel.WithTick(e.opts.Tick), wheel.WithShards(e.opts.Shards))
-
-	var wheelWG, workWG, commitWG sync.WaitGroup
-	wheelCtx, stopWheel := context.WithCancel(context.Background())
-	defer stopWheel()
-	wheelWG.Go(func() {
-		if err := e.wheel.Run(wheelCtx); err != nil {
-			e.log.Error("timer wheel stopped", "err", err)
-		}
-	})
+	e.exec.begin(probeCtx)
 
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	defer stopCommits()
@@ -219,8 +234,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stopWork()
 	workWG.Go(func() { e.drainLoop(workCtx) })
 	workWG.Go(func() { e.compactLoop(workCtx) })
+	followErr := make(chan error, 1)
+	if e.shared != nil {
+		workWG.Go(func() { followErr <- e.follow(workCtx, e.position) })
+	}
 
-	e.startRestored()
+	e.ownAll()
 	close(e.running)
 
 	var err error
@@ -228,13 +247,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-commitErr:
 		e.log.Error("store failed; stopping the engine", "err", err)
+	case err = <-followErr:
+		if err == nil {
+			break
+		}
+		e.log.Error("the view cannot follow the store; stopping the engine", "err", err)
 	}
 	close(e.done)
-	stopWheel()
-	wheelWG.Wait()
 	stopProbes()
-	e.probes.Wait()
-	e.pool.close()
+	e.exec.shutdown()
 	stopWork()
 	workWG.Wait()
 	stopCommits()
@@ -270,21 +291,40 @@ func (e *Engine) targetOptions() target.Options {
 	return target.Options{Gates: e.opts.Gates, MinPeriod: e.opts.MinPeriod, MinTimeout: e.opts.MinTimeout, AllowExec: e.opts.AllowExec}
 }
 
+// observeCommit reports durable, published changes to the observer.
 func (e *Engine) observeCommit(changes []*Change, took time.Duration) {
 	e.obs.Committed(len(changes), took)
 	for _, c := range changes {
 		e.obs.Published(&c.Event)
+		if c.becameReady {
+			e.obs.Ready(c.Name, c.readyAfter)
+		}
 	}
 }
 
-// lose stops probing targets whose ownership the store says was lost.
+// lose stops probing targets whose ownership the store says was lost, and
+// (over a store that is not shared, which has no other writer to report
+// them) stops reporting them. It runs on the committer's goroutine, so it
+// does not wait for their runs in progress (which it cancels; their
+// outcomes are dropped).
 func (e *Engine) lose(names []string) {
+	if e.shared != nil {
+		for _, name := range names {
+			if en, err := e.lookup(name); err == nil {
+				en.mu.Lock()
+				e.disownLocked(en, nil)
+				en.mu.Unlock()
+			}
+		}
+		e.log.Warn("ownership of targets lost; stopped probing them", "targets", len(names))
+		return
+	}
 	for _, name := range names {
 		e.mu.Lock()
 		en := e.targets[name]
 		delete(e.targets, name)
 		if en != nil {
-			e.countOwnedLocked(en.status.Owner, -1)
+			e.countClientLocked(en.status.Client, -1)
 		}
 		e.mu.Unlock()
 		e.feed.forget(name)
@@ -292,21 +332,23 @@ func (e *Engine) lose(names []string) {
 			continue
 		}
 		en.mu.Lock()
-		e.retireLocked(en)
+		e.disownLocked(en, nil)
+		en.removed = true
 		en.mu.Unlock()
 		e.log.Warn("ownership of target lost; stopped probing it", "target", name)
 	}
 }
 
+// closeCheckers closes every checker; Run calls it once no run is in
+// progress.
 func (e *Engine) closeCheckers() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, en := range e.targets {
 		en.mu.Lock()
 		for _, r := range en.runners {
-			if r != nil && r.checker != nil {
-				r.checker.Close()
-				r.checker = nil
+			if r != nil {
+				r.replaceChecker(nil)
 			}
 		}
 		en.mu.Unlock()
@@ -315,11 +357,23 @@ func (e *Engine) closeCheckers() {
 
 // Stats are counters of the engine's work, for metrics and benchmarks.
 type Stats struct {
-	Targets        int
-	Terminating    int
-	Inflight       int64
-	SkippedOverlap uint64 // a fire found the probe still running (e.g. a trigger)
-	SkippedBusy    uint64 // a fire found MaxInflight probes running
+	Targets     int
+	Terminating int
+	Inflight    int64
+	// Cancelling: runs cancelled (their timeout passed, or their probe
+	// was stopped) whose check has not returned yet. Checkers end soon
+	// after their context does; a count that stays up is a checker that
+	// does not.
+	Cancelling int64
+	// SkippedOverlap: due runs skipped because the probe's previous run was
+	// still in progress (a slow target, or a trigger).
+	SkippedOverlap uint64
+	// SkippedBusy: due runs skipped because MaxInflight runs were in
+	// progress.
+	SkippedBusy uint64
+	// ScheduleErrors: probes the timer wheel refused to schedule (they do
+	// not run; each is logged).
+	ScheduleErrors uint64
 	Panics         uint64 // checker panics recovered
 	Watchers       int
 	Revision       uint64
@@ -335,22 +389,20 @@ func (e *Engine) Stats() Stats {
 	s := Stats{
 		Targets:        active + terminating,
 		Terminating:    terminating,
-		Inflight:       e.inflight.Load(),
-		SkippedOverlap: e.skippedOverlap.Load(),
-		SkippedBusy:    e.skippedBusy.Load(),
+		Inflight:       e.exec.inflight.Load(),
+		Cancelling:     e.exec.cancelling.Load(),
+		SkippedOverlap: e.exec.skippedOverlap.Load(),
+		SkippedBusy:    e.exec.skippedBusy.Load(),
+		ScheduleErrors: e.exec.scheduleErrors.Load(),
 		Panics:         e.panics.Load(),
 		Revision:       e.feed.revision(),
 		Commits:        cs.Commits,
 		Changes:        cs.Changes,
+		Wheel:          e.exec.wheel.Stats(),
 	}
 	e.feed.mu.Lock()
 	s.Watchers = e.feed.watched
 	e.feed.mu.Unlock()
-	select {
-	case <-e.running:
-		s.Wheel = e.wheel.Stats()
-	default:
-	}
 	return s
 }
 

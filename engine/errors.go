@@ -31,6 +31,9 @@ var (
 	// ErrOwnershipLost: the store no longer lets this engine write some
 	// targets (another replica owns them); the engine stops probing them.
 	ErrOwnershipLost = errors.New("ownership lost")
+	// ErrNotOwned: the target is probed by another replica; calls that
+	// change its state go to that replica (see *NotOwnedError).
+	ErrNotOwned = errors.New("not owned")
 )
 
 // CompactedError says which revisions a watch can still start from.
@@ -73,3 +76,31 @@ func (e *OwnershipLostError) Error() string {
 
 // Is reports ErrOwnershipLost.
 func (e *OwnershipLostError) Is(target error) bool { return target == ErrOwnershipLost }
+
+// ConflictError is what a SharedStore returns when it wrote nothing because
+// some changes of the batch conflict with what others wrote: Refused maps
+// each refused change's target to the reason, an error wrapping
+// ErrAlreadyExists (a create of a target that exists) or ErrOwnershipLost
+// (a fenced write of a shard this replica no longer owns). The committer
+// fails those changes with their reason and writes the others again.
+type ConflictError struct {
+	Refused map[string]error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%d change(s) refused by the store", len(e.Refused))
+}
+
+// NotOwnedError says that a target exists but this engine does not probe
+// it (another replica owns it): Update, Delete, Reset and Trigger must go
+// to its owner. It wraps ErrNotOwned.
+type NotOwnedError struct {
+	Name string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("target %q is probed by another replica", e.Name)
+}
+
+// Is reports ErrNotOwned.
+func (e *NotOwnedError) Is(target error) bool { return target == ErrNotOwned }

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"cmp"
+	"context"
+	"slices"
 	"sync"
 
 	"github.com/google/btree"
@@ -22,6 +25,15 @@ type feed struct {
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.
 	maxWatchers int
+	// reached holds the callbacks waiting for rev to reach a revision, in
+	// the order registered (revisions only grow); guarded by mu.
+	reached []revWaiter
+}
+
+// revWaiter is a callback run once the feed's revision reaches rev.
+type revWaiter struct {
+	rev uint64
+	fn  func()
 }
 
 func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
@@ -62,7 +74,7 @@ func (f *feed) publish(changes []*Change) {
 			f.view.ReplaceOrInsert(c.Target)
 		}
 		f.hist.append(c.Event)
-		f.rev = c.Event.Revision
+		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event) {
 				delete(f.synced, w)
@@ -74,6 +86,67 @@ func (f *feed) publish(changes []*Change) {
 	}
 	for w := range f.synced {
 		w.advanceLocked(f.rev)
+	}
+}
+
+// reach records that everything up to rev has been published (a shared
+// store's followed position, which may pass revisions with no event):
+// watchers and progress notifications may claim it, and the callbacks
+// waiting for it run (after the lock is released).
+func (f *feed) reach(rev uint64) {
+	f.mu.Lock()
+	if rev > f.rev {
+		f.rev = rev
+		for w := range f.synced {
+			w.advanceLocked(rev)
+		}
+	}
+	due := f.dueLocked()
+	f.mu.Unlock()
+	for _, w := range due {
+		w.fn()
+	}
+}
+
+// dueLocked removes and returns the callbacks waiting for a revision the
+// feed has reached.
+func (f *feed) dueLocked() []revWaiter {
+	n := 0
+	for n < len(f.reached) && f.reached[n].rev <= f.rev {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	due := slices.Clone(f.reached[:n])
+	f.reached = slices.Delete(f.reached, 0, n)
+	return due
+}
+
+// whenReached runs fn once the feed's revision reaches rev: at once (on
+// the caller's goroutine) if it has, else on the goroutine that makes it
+// reach rev, or when the feed closes.
+func (f *feed) whenReached(rev uint64, fn func()) {
+	f.mu.Lock()
+	if f.rev >= rev || f.closed != nil {
+		f.mu.Unlock()
+		fn()
+		return
+	}
+	i, _ := slices.BinarySearchFunc(f.reached, rev, func(w revWaiter, r uint64) int { return cmp.Compare(w.rev, r+1) })
+	f.reached = slices.Insert(f.reached, i, revWaiter{rev: rev, fn: fn})
+	f.mu.Unlock()
+}
+
+// waitReached waits until the feed's revision reaches rev, or ctx is done.
+func (f *feed) waitReached(ctx context.Context, rev uint64) error {
+	ch := make(chan struct{})
+	f.whenReached(rev, func() { close(ch) })
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -143,14 +216,20 @@ func (f *feed) counts() (active, terminating int) {
 	return active, terminating
 }
 
-// close ends every watcher with err.
+// close ends every watcher with err, and runs the callbacks still
+// waiting for a revision (what they wait for will not come).
 func (f *feed) close(err error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.closed = err
 	for w := range f.synced {
 		w.failLocked(err)
 		delete(f.synced, w)
+	}
+	due := f.reached
+	f.reached = nil
+	f.mu.Unlock()
+	for _, w := range due {
+		w.fn()
 	}
 }
 

@@ -123,30 +123,34 @@ func (h *harness) restart() {
 	h.start()
 }
 
-// idleWaiters is what waits on the fake clock when nothing runs: the one
-// wheel shard's timer and the history compaction ticker.
+// idleWaiters is what waits on the fake clock: the one wheel shard's
+// timer (probe timeouts are wheel timers) and the history compaction
+// ticker.
 const idleWaiters = 2
 
 // quiesce waits until everything the last clock move started is finished:
-// the wheel has dispatched what was due and parked again, and every probe
-// still running is one hanging in a backend (waiting for its timeout on
-// the fake clock).
+// the wheel has dispatched what was due and parked again, no cancelled run
+// is still ending, and every probe still running is one hanging in a
+// backend (waiting for its timeout on the fake clock).
 func (h *harness) quiesce() {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		inflight := h.eng.Stats().Inflight
-		if inflight == h.hanging.Load() {
+		// A cancelled run leaves Cancelling last, once it is no longer in
+		// flight: with Cancelling 0 no cancelled run is still ending.
+		st := h.eng.Stats()
+		if st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			err := h.clock.BlockUntilContext(ctx, idleWaiters+int(inflight))
+			err := h.clock.BlockUntilContext(ctx, idleWaiters)
 			cancel()
-			if err == nil && h.eng.Stats().Inflight == inflight && h.hanging.Load() == inflight {
+			if st := h.eng.Stats(); err == nil && st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
 				return
 			}
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	h.t.Fatalf("engine did not settle within 10s: %d probes in flight, %d hanging in backends", h.eng.Stats().Inflight, h.hanging.Load())
+	st := h.eng.Stats()
+	h.t.Fatalf("engine did not settle within 10s: %d probes in flight (%d cancelled), %d hanging in backends", st.Inflight, st.Cancelling, h.hanging.Load())
 }
 
 // advance moves the fake clock in steps of step up to d and quiesces after

@@ -11,7 +11,9 @@ import (
 )
 
 // Create registers a target and starts probing it. It returns once the
-// registration is durable, with the target as published.
+// registration is durable, with the target as published. A target whose
+// probes the engine could not schedule (every wheel ID taken) is refused
+// with ErrResourceExhausted, never registered idle.
 func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
@@ -20,33 +22,27 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 		return nil, err
 	}
 	now := e.clock.Now()
-	owner := OwnerFrom(ctx)
-	en := &entry{name: spec.Name, spec: spec, status: Status{Phase: Active, CreateTime: now, StartTime: now, Owner: owner}}
+	client := ClientFrom(ctx)
+	if e.shared != nil {
+		return e.createShared(ctx, spec, client, now)
+	}
+	en := &entry{name: spec.Name, spec: spec, owned: true, status: Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
+		e.disownLocked(en, nil)
 		en.mu.Unlock()
 		return nil, err
 	}
 	en.mu.Unlock()
 
 	e.mu.Lock()
-	if _, ok := e.targets[spec.Name]; ok {
+	if err := e.checkLimitsLocked(spec.Name, client); err != nil {
 		e.mu.Unlock()
 		e.discard(en)
-		return nil, fmt.Errorf("target %q: %w", spec.Name, ErrAlreadyExists)
-	}
-	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
-		e.mu.Unlock()
-		e.discard(en)
-		return nil, fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
-	}
-	if limit := e.opts.MaxTargetsPerOwner; limit > 0 && owner != "" && e.owned[owner] >= limit {
-		e.mu.Unlock()
-		e.discard(en)
-		return nil, fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", owner, limit, ErrResourceExhausted)
+		return nil, err
 	}
 	e.targets[spec.Name] = en
-	e.countOwnedLocked(owner, 1)
+	e.countClientLocked(client, 1)
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
@@ -62,28 +58,82 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 		e.mu.Lock()
 		if e.targets[spec.Name] == en {
 			delete(e.targets, spec.Name)
-			e.countOwnedLocked(owner, -1)
+			e.countClientLocked(client, -1)
 		}
 		e.mu.Unlock()
 		e.discard(en)
 		return nil, err
 	}
 	en.mu.Lock()
-	e.startProbesLocked(en, e.clock.Now(), false)
+	e.scheduleFailed(e.startProbesLocked(en, e.clock.Now(), false))
 	en.mu.Unlock()
 	return e.withLive(created.Target), nil
 }
 
-// openRunnersLocked creates a runner (and its checker) for every probe of
-// en.spec; en.mu held.
+// createShared is Create over a SharedStore: the store decides whether the
+// target exists (the create is a conditional write), and the target
+// becomes known here — and probed, by whichever replica owns it — when the
+// view follows the write. It returns once that has happened here.
+func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client string, now time.Time) (*Target, error) {
+	if err := e.checkLimits(spec.Name, client); err != nil {
+		return nil, err
+	}
+	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}
+	for _, t := range probe.Types {
+		if spec.Probe(t) != nil {
+			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
+		}
+	}
+	en := &entry{name: spec.Name, spec: spec, status: status}
+	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
+	created.Create = true
+	done, err := e.commits.submit([]*Change{created}, true)
+	if err == nil {
+		err = <-done // see Create: the caller giving up does not undo it
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.withLive(created.Target), nil
+}
+
+// checkLimits refuses a create that the registry says exists or that
+// would pass --max-targets or --max-targets-per-client. Over a
+// SharedStore the registry lags the store by a few milliseconds: the
+// limits are approximate there, and the store decides existence.
+func (e *Engine) checkLimits(name, client string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.checkLimitsLocked(name, client)
+}
+
+// checkLimitsLocked is checkLimits with e.mu held.
+func (e *Engine) checkLimitsLocked(name, client string) error {
+	if _, ok := e.targets[name]; ok {
+		return fmt.Errorf("target %q: %w", name, ErrAlreadyExists)
+	}
+	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
+		return fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
+	}
+	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client] >= limit {
+		return fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", client, limit, ErrResourceExhausted)
+	}
+	return nil
+}
+
+// openRunnersLocked creates a runner (with its wheel ID and its checker)
+// for every probe of en.spec; en.mu held. On error the runners made so
+// far stay in en.runners (discard them).
 func (e *Engine) openRunnersLocked(en *entry) error {
 	for _, t := range probe.Types {
 		p := en.spec.Probe(t)
 		if p == nil {
 			continue
 		}
-		r := e.newRunner(en, t, p)
-		en.runners[t] = r
+		r, err := e.newRunnerLocked(en, t, p)
+		if err != nil {
+			return err
+		}
 		en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result}
 		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
 		if err != nil {
@@ -104,8 +154,9 @@ func (e *Engine) validate(spec, old *target.Spec) error {
 	return errs.Err()
 }
 
-// acquire waits until Run has started, finds the target and returns it
-// with its lock held (the caller unlocks); a removed target is not found.
+// acquire waits until Run has started, finds a target this engine owns
+// and returns it with its lock held (the caller unlocks); a removed target
+// is not found, one another replica owns is a *NotOwnedError.
 func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
@@ -115,9 +166,13 @@ func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 		return nil, err
 	}
 	en.mu.Lock()
-	if en.removed {
+	switch {
+	case en.removed:
 		en.mu.Unlock()
 		return nil, notFound(name)
+	case !en.owned:
+		en.mu.Unlock()
+		return nil, &NotOwnedError{Name: name}
 	}
 	return en, nil
 }
@@ -126,25 +181,12 @@ func errTerminating(name string) error {
 	return fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
 }
 
-// publishLocked sets the published result of r to `to` outside the state
-// machine (a reset, a termination) and returns the transition that says
-// so, or nil if the result was already `to`; en.mu held.
-func (e *Engine) publishLocked(en *entry, r *runner, to probe.Result, message, reason string, now time.Time) *Change {
-	from := r.state.Result
-	if from == to {
-		return nil
-	}
-	r.state.Result = to
-	ps := &en.status.Probes[r.typ]
-	ps.Result, ps.LastTransitionTime = to, now
-	return e.changeLocked(en, Event{Kind: KindTransition, Probe: r.typ, From: from, To: to, Message: message, Reason: reason}, false, now)
-}
-
 // discard releases a target that never got published.
 func (e *Engine) discard(en *entry) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
-	e.retireLocked(en)
+	e.disownLocked(en, nil)
+	en.removed = true
 }
 
 func wait(ctx context.Context, done <-chan error) error {
@@ -247,18 +289,35 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		en.mu.Unlock()
 		return nil, err
 	}
-	// Open the new checkers first: a failure leaves the target untouched.
+	// Prepare first — the checkers of new handlers, the runners (wheel
+	// IDs) of added probes — so that a failure leaves the target untouched.
 	checkers := make(map[probe.Type]Checker)
+	added := make(map[probe.Type]*runner)
+	undo := func() {
+		for _, c := range checkers {
+			c.Close()
+		}
+		for _, r := range added {
+			e.exec.retire(r)
+		}
+	}
 	for _, t := range probe.Types {
 		p, r := spec.Probe(t), en.runners[t]
 		if p == nil || (r != nil && reflect.DeepEqual(r.spec.Handler, p.Handler)) {
 			continue
 		}
+		if r == nil {
+			nr := &runner{entry: en, typ: t, spec: p, eff: p.Effective(), state: probe.Initial(t)}
+			if err := e.exec.alloc(nr); err != nil {
+				undo()
+				en.mu.Unlock()
+				return nil, fmt.Errorf("target %q %s probe: %w", en.name, t, err)
+			}
+			added[t] = nr
+		}
 		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
 		if err != nil {
-			for _, c := range checkers {
-				c.Close()
-			}
+			undo()
 			en.mu.Unlock()
 			return nil, fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
 		}
@@ -272,11 +331,11 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		switch {
 		case p == nil && r == nil:
 		case p == nil: // removed
-			e.retireRunnerLocked(r)
+			e.exec.retire(r)
 			en.runners[t] = nil
 			en.status.Probes[t] = ProbeStatus{}
 		case r == nil: // added
-			r = e.newRunner(en, t, p)
+			r = added[t]
 			r.checker = checkers[t]
 			en.runners[t] = r
 			if t == probe.Startup && wasStarted {
@@ -285,18 +344,17 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 			en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
 		default: // kept
 			if c, ok := checkers[t]; ok {
-				r.checker.Close()
-				r.checker = c
-				r.gen.Add(1) // a run of the old handler says nothing about the new one
+				r.replaceChecker(c)
+				e.exec.interrupt(r) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
 			r.spec, r.eff = p, p.Effective()
-			if r.scheduled && r.period() != old {
-				_ = e.wheel.Reschedule(r.id, now.Add(r.period()), r.period())
+			if r.period() != old {
+				e.scheduleFailed(e.exec.reschedule(r, now.Add(r.period()), r.period()))
 			}
 		}
 	}
-	e.startProbesLocked(en, now, false)
+	e.scheduleFailed(e.startProbesLocked(en, now, false))
 	updated := e.changeLocked(en, Event{Kind: KindUpdated, Reason: ReasonUpdated}, true, now)
 	done, err := e.commits.submit([]*Change{updated}, true)
 	en.mu.Unlock()
@@ -322,8 +380,8 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 		if r == nil {
 			continue
 		}
-		e.unscheduleLocked(r)
-		r.gen.Add(1)
+		e.exec.unschedule(r)
+		e.exec.interrupt(r)
 		// Back to the initial state: no run, not initialized, and the
 		// initial result (a transition if it differs).
 		r.state = probe.State{Result: r.state.Result}
@@ -336,7 +394,7 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 	en.wasReady = false
 	reset := e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now)
 	changes = append(changes, reset)
-	e.startProbesLocked(en, now, false)
+	e.scheduleFailed(e.startProbesLocked(en, now, false))
 	done, err := e.commits.submit(changes, true)
 	en.mu.Unlock()
 	return e.settle(ctx, done, err, reset)
@@ -365,8 +423,8 @@ func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
 		if r == nil {
 			continue
 		}
-		e.unscheduleLocked(r)
-		r.gen.Add(1)
+		e.exec.unschedule(r)
+		e.exec.interrupt(r)
 		if r.typ == probe.Readiness {
 			if c := e.publishLocked(en, r, probe.Failure, "target is terminating", ReasonTerminating, now); c != nil {
 				changes = append(changes, c)
@@ -394,49 +452,4 @@ func (e *Engine) settle(ctx context.Context, done <-chan error, err error, c *Ch
 		return nil, err
 	}
 	return e.withLive(c.Target), nil
-}
-
-// scheduleDrainLocked arms the preStop sleep of a terminating target,
-// counted from its deletion; en.mu held.
-func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
-	sleep, _ := en.spec.PreStopSleep()
-	sleep = min(sleep, en.spec.GracePeriod())
-	remaining := en.status.DeleteTime.Add(sleep).Sub(now)
-	if remaining <= 0 {
-		e.drains.push(en) // no sleep (or it is over): remove at once
-		return
-	}
-	en.drain = e.wheel.After(remaining, func() { e.drains.push(en) })
-}
-
-// remove ends a drained target: DELETED is published, then the target and
-// its probes are gone.
-func (e *Engine) remove(ctx context.Context, en *entry) error {
-	// Leave the registry first, so that the name (and its owner's quota)
-	// is free by the time DELETED is visible: a client that sees it may
-	// create the target again at once. Nothing else can be queued about en
-	// meanwhile: every operation finds targets through the registry, and
-	// probes of a terminating target publish nothing.
-	e.mu.Lock()
-	if e.targets[en.name] == en {
-		delete(e.targets, en.name)
-		e.countOwnedLocked(en.status.Owner, -1)
-	}
-	e.mu.Unlock()
-	en.mu.Lock()
-	if en.removed {
-		en.mu.Unlock()
-		return nil
-	}
-	en.drain = nil
-	now := e.clock.Now()
-	ch := e.changeLocked(en, Event{Kind: KindDeleted, Reason: ReasonTerminating}, false, now)
-	ch.Delete = true
-	done, err := e.commits.submit([]*Change{ch}, true)
-	e.retireLocked(en)
-	en.mu.Unlock()
-	if err == nil {
-		err = wait(ctx, done)
-	}
-	return err
 }

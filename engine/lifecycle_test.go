@@ -264,9 +264,9 @@ func TestTriggerJoinsARunningProbe(t *testing.T) {
 	}
 }
 
-func TestOwnerLimitAndAdmission(t *testing.T) {
+func TestClientLimitAndAdmission(t *testing.T) {
 	h := newHarness(t, func(o *engine.Options) {
-		o.MaxTargetsPerOwner = 1
+		o.MaxTargetsPerClient = 1
 		o.Admit = func(spec *target.Spec) field.List {
 			if spec.Labels["forbidden"] != "" {
 				return field.List{field.Forbidden(field.NewPath("target").Child("labels"), "not here")}
@@ -274,10 +274,10 @@ func TestOwnerLimitAndAdmission(t *testing.T) {
 			return nil
 		}
 	})
-	alice := engine.WithOwner(context.Background(), "alice")
-	bob := engine.WithOwner(context.Background(), "bob")
+	alice := engine.WithClient(context.Background(), "alice")
+	bob := engine.WithClient(context.Background(), "bob")
 	tg, err := h.eng.Create(alice, &target.Spec{Name: "a1"})
-	if err != nil || tg.Status.Owner != "alice" {
+	if err != nil || tg.Status.Client != "alice" {
 		t.Fatalf("Create = %+v, %v; want owner alice", tg, err)
 	}
 	if _, err := h.eng.Create(alice, &target.Spec{Name: "a2"}); !errors.Is(err, engine.ErrResourceExhausted) {

@@ -39,6 +39,11 @@ func (c *panicChecker) Check(ctx context.Context) probe.Outcome {
 	return c.Checker.Check(ctx)
 }
 
+// TestCheckerPanicIsUnknownAndProbingContinues: a checker that panics on
+// every run is an Unknown outcome each time; it counts toward no run (as
+// kubelet discards prober errors), but at the failure threshold the
+// published result becomes Unknown with the panic's message, so the fault
+// is visible in events and Get instead of freezing the last result.
 func TestCheckerPanicIsUnknownAndProbingContinues(t *testing.T) {
 	var panicking atomic.Bool
 	panicking.Store(true)
@@ -52,9 +57,16 @@ func TestCheckerPanicIsUnknownAndProbingContinues(t *testing.T) {
 
 	st := h.get("boom").Status.Probes[probe.Readiness]
 	const wantMsg = "checker panicked: boom: injected checker fault"
-	if st.LastMessage != wantMsg || st.Result != probe.Failure || st.ProbesTotal < 4 {
-		t.Fatalf("boom readiness = result %v, message %q, %d probes; want failure (unknown outcomes count for nothing), %q, >= 4 probes",
+	if st.LastMessage != wantMsg || st.Result != probe.Unknown || st.ProbesTotal < 4 {
+		t.Fatalf("boom readiness = result %v, message %q, %d probes; want unknown (published at the failure threshold), %q, >= 4 probes",
 			st.Result, st.LastMessage, st.ProbesTotal, wantMsg)
+	}
+	ev := h.next(engine.KindTransition)
+	for ev.Name != "boom" {
+		ev = h.next(engine.KindTransition)
+	}
+	if ev.From != probe.Failure || ev.To != probe.Unknown || ev.Message != wantMsg || ev.Consecutive != 3 || ev.Time.Sub(t0) != 200*time.Millisecond {
+		t.Fatalf("transition = %+v, want failure→unknown after the 3rd panic (200ms), saying why", ev)
 	}
 	for i, s := range st.Recent {
 		if s.Result != probe.Unknown {
@@ -80,12 +92,12 @@ func TestCheckerPanicIsUnknownAndProbingContinues(t *testing.T) {
 	// The fault goes away: the next scheduled run passes.
 	panicking.Store(false)
 	h.advance(100*time.Millisecond, time.Millisecond)
-	ev := h.next(engine.KindTransition)
+	ev = h.next(engine.KindTransition)
 	for ev.Name != "boom" {
 		ev = h.next(engine.KindTransition)
 	}
-	if ev.To != probe.Success || !ev.Ready {
-		t.Fatalf("transition = %+v, want boom failure→success once the checker stops panicking", ev)
+	if ev.From != probe.Unknown || ev.To != probe.Success || !ev.Ready {
+		t.Fatalf("transition = %+v, want boom unknown→success once the checker stops panicking", ev)
 	}
 	if got := h.get("boom").Status.Probes[probe.Readiness].LastMessage; got == wantMsg {
 		t.Errorf("last message still %q after a passing run", got)

@@ -63,9 +63,9 @@ type Status struct {
 	// is the zero ProbeStatus and Present false.
 	Probes     [probe.NumTypes]ProbeStatus `json:"probes"`
 	CreateTime time.Time                   `json:"createTime"`
-	// Owner is the client identity that created the target (see
-	// WithOwner); empty without authentication.
-	Owner string `json:"owner,omitempty"`
+	// Client is the client identity that created the target (see
+	// WithClient); empty without authentication.
+	Client string `json:"owner,omitempty"`
 	// StartTime is the creation or the last reset: initial delays count
 	// from it.
 	StartTime  time.Time `json:"startTime"`

@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps what must survive a restart: every target's spec and durable
 // status, the event history and the revision counter. It speaks in
@@ -29,6 +32,29 @@ type Store interface {
 	Close() error
 }
 
+// A SharedStore is a Store that several engines — replicas — write (cluster
+// mode over etcd). Each engine publishes what Follow delivers, its own
+// commits included, in the store's order, so every replica's view and
+// event history are the same; a commit is acknowledged once the engine's
+// view has caught up with it. Revisions are the store's: increasing, not
+// contiguous, the same on every replica.
+//
+// Commit has two more duties: a change with Create set is refused (nothing
+// written) when its target exists, and the store may refuse the changes
+// of targets this replica does not own (fencing); both are reported as a
+// *ConflictError naming the refused targets.
+type SharedStore interface {
+	Store
+	// Follow calls deliver, from one goroutine and in revision order,
+	// with every batch of changes committed after revision after (by any
+	// replica), and with the position reached — pos: everything up to it
+	// has been delivered — also when the store moved on without a change.
+	// It returns when ctx is done (nil), or with an error when it cannot go
+	// on: one wrapping ErrCompacted when after is older than the store's
+	// history (the engine then stops; a restart reloads).
+	Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*Change)) error
+}
+
 // Stored is what Load returns.
 type Stored struct {
 	Targets []*Target
@@ -53,8 +79,17 @@ type Change struct {
 	SpecChanged bool
 	// Delete removes the target; its events stay until compacted.
 	Delete bool
+	// Create: the change registers a new target. A SharedStore refuses it
+	// when the target exists (see SharedStore).
+	Create bool
 	// Event is appended to the history.
 	Event Event
+
+	// becameReady: the change makes the target ready for the first time
+	// since its creation or reset, readyAfter after its start; reported to
+	// Observer.Ready once the change is durable.
+	becameReady bool
+	readyAfter  time.Duration
 }
 
 // SetRevision records the revision Commit assigned to the change: on the

@@ -119,8 +119,8 @@ func TestRunStartedAfterDeleteIsDropped(t *testing.T) {
 	r := en.runners[probe.Readiness]
 	en.mu.Unlock()
 	runs := checkers.runs.Load()
-	e.runNow(r) // what dispatch does with a fire collected before the cancel
-	waitUntil(t, "the run", func() bool { return checkers.runs.Load() > runs && e.inflight.Load() == 0 })
+	e.exec.runNow(r) // what dispatch does with a fire collected before the cancel
+	waitUntil(t, "the run", func() bool { return checkers.runs.Load() > runs && e.exec.inflight.Load() == 0 })
 	// Changes are published in the order they are submitted: once this
 	// create is, anything the run submitted is too.
 	if _, err := e.Create(ctx, &target.Spec{Name: "marker"}); err != nil {

@@ -112,6 +112,15 @@ func (f *watchFilter) match(ev *Event) bool {
 	return f.matchTarget(ev.Name, ev.Labels)
 }
 
+// Watch opens a watcher (see WatchOptions and Watcher.Next). A Since older
+// than the retained history is a *CompactedError.
+func (e *Engine) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	return e.feed.watch(o, e.opts.WatchBuffer)
+}
+
 // watch registers a watcher. A Since older than the retained history is a
 // *CompactedError.
 func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {

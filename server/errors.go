@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,22 +14,20 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
+	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 // errorDomain is the domain of the ErrorInfo details probed sends.
 const errorDomain = "probed.dev"
 
-// Reasons of ErrorInfo details.
-const (
-	ReasonCompacted   = "REVISION_COMPACTED"
-	ReasonSlowWatcher = "WATCHER_TOO_SLOW"
-)
-
 // toStatus is the one place where domain errors become gRPC statuses.
 // Invalid requests carry a google.rpc.BadRequest with one field violation
 // per problem; a compacted revision and a slow watcher carry an ErrorInfo
-// whose metadata holds the revisions to resume from.
-func toStatus(err error) error {
+// (reasons: probev1.ErrorReason) whose metadata holds the revisions to
+// resume from. An error it does not know is Internal with a generic
+// message and an id; the error itself (which may name files of the
+// server) is logged with that id, never sent.
+func (s *Server) toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -53,7 +53,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &compacted):
 		return withDetails(codes.OutOfRange, err.Error(), &errdetails.ErrorInfo{
-			Reason: ReasonCompacted,
+			Reason: probev1.ErrorReason_REVISION_COMPACTED.String(),
 			Domain: errorDomain,
 			Metadata: map[string]string{
 				"requested_revision": strconv.FormatUint(compacted.Requested, 10),
@@ -62,7 +62,7 @@ func toStatus(err error) error {
 		})
 	case errors.As(err, &slow):
 		return withDetails(codes.ResourceExhausted, err.Error(), &errdetails.ErrorInfo{
-			Reason: ReasonSlowWatcher,
+			Reason: probev1.ErrorReason_WATCHER_TOO_SLOW.String(),
 			Domain: errorDomain,
 			Metadata: map[string]string{
 				"last_revision":   strconv.FormatUint(slow.LastRevision, 10),
@@ -79,14 +79,18 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
-	case errors.Is(err, engine.ErrOwnershipLost):
-		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, engine.ErrOwnershipLost), errors.Is(err, engine.ErrNotOwned):
+		// The target's owner is changing (or lives elsewhere and the call
+		// cannot be forwarded): the same call succeeds a moment later.
+		return unavailable(err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	default:
-		return status.Error(codes.Internal, err.Error())
+		id := fmt.Sprintf("%08x", rand.Uint32())
+		s.opts.Logger.Error("internal error", "id", id, "err", err)
+		return status.Error(codes.Internal, "internal error "+id+": the server's log has the details")
 	}
 }
 

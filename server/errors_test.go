@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -25,6 +29,7 @@ func TestToStatus(t *testing.T) {
 		err      error
 		code     codes.Code
 		metadata map[string]string
+		reason   string // of the ErrorInfo: the wire contract, spelled out
 		fields   []string
 	}{
 		{name: "nil", err: nil, code: codes.OK},
@@ -36,11 +41,11 @@ func TestToStatus(t *testing.T) {
 		{name: "resource exhausted", err: fmt.Errorf("x: %w", engine.ErrResourceExhausted), code: codes.ResourceExhausted},
 		{
 			name: "compacted", err: &engine.CompactedError{Requested: 3, Oldest: 40}, code: codes.OutOfRange,
-			metadata: map[string]string{"requested_revision": "3", "oldest_revision": "40"},
+			metadata: map[string]string{"requested_revision": "3", "oldest_revision": "40"}, reason: "REVISION_COMPACTED",
 		},
 		{
 			name: "slow watcher", err: &engine.SlowWatcherError{LastRevision: 41, Buffer: 10}, code: codes.ResourceExhausted,
-			metadata: map[string]string{"last_revision": "41", "resume_revision": "42"},
+			metadata: map[string]string{"last_revision": "41", "resume_revision": "42"}, reason: "WATCHER_TOO_SLOW",
 		},
 		{name: "closed", err: engine.ErrClosed, code: codes.Unavailable},
 		{name: "ownership", err: &engine.OwnershipLostError{Names: []string{"a"}}, code: codes.Unavailable},
@@ -52,11 +57,13 @@ func TestToStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := status.Convert(toStatus(tt.err))
+			s := New(nil, Options{})
+			st := status.Convert(s.toStatus(tt.err))
 			if st.Code() != tt.code {
 				t.Fatalf("code = %v, want %v (%v)", st.Code(), tt.code, st.Message())
 			}
 			var fields []string
+			var reason string
 			md := map[string]string{}
 			for _, d := range st.Details() {
 				switch d := d.(type) {
@@ -72,10 +79,14 @@ func TestToStatus(t *testing.T) {
 						t.Errorf("ErrorInfo domain = %q", d.GetDomain())
 					}
 					md = d.GetMetadata()
+					reason = d.GetReason()
 				}
 			}
 			if fmt.Sprint(fields) != fmt.Sprint(tt.fields) {
 				t.Errorf("field violations = %v, want %v", fields, tt.fields)
+			}
+			if reason != tt.reason {
+				t.Errorf("ErrorInfo reason = %q, want %q", reason, tt.reason)
 			}
 			for k, v := range tt.metadata {
 				if md[k] != v {
@@ -83,5 +94,31 @@ func TestToStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInternalErrorsAreLoggedNotSent: an error toStatus does not know may
+// carry the server's file paths; the client gets a generic message with
+// an id, the log gets the error with the same id.
+func TestInternalErrorsAreLoggedNotSent(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	s := New(nil, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	err := fmt.Errorf("store: open /var/lib/probed/probed.db: %w", errors.New("input/output error"))
+	st := status.Convert(s.toStatus(err))
+	if st.Code() != codes.Internal {
+		t.Fatalf("code = %v, want Internal", st.Code())
+	}
+	m := regexp.MustCompile(`^internal error ([0-9a-f]{8}): the server's log has the details$`).FindStringSubmatch(st.Message())
+	if m == nil {
+		t.Fatalf("message = %q, want a generic message with an id", st.Message())
+	}
+	if strings.Contains(st.Message(), "/var/lib") || len(st.Details()) != 0 {
+		t.Errorf("the status carries the error's detail: %q %v", st.Message(), st.Details())
+	}
+	for _, want := range []string{"msg=\"internal error\"", "id=" + m[1], "/var/lib/probed/probed.db", "input/output error"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
 	}
 }

@@ -25,6 +25,11 @@ type Options struct {
 	Logger           *slog.Logger
 	// Observer is told about watch streams, for metrics; may be nil.
 	Observer Observer
+	// Forwarder, in cluster mode, reaches the owner of a target this
+	// replica does not probe (see forward.go); nil on a single node.
+	Forwarder Forwarder
+	// ReplicaID names this replica in forwarded calls.
+	ReplicaID string
 }
 
 // Observer receives what the server does, for metrics.

@@ -19,11 +19,11 @@ const (
 // CreateTarget registers a target; see the proto for the contract.
 func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequest) (*probev1.CreateTargetResponse, error) {
 	if req.GetTarget() == nil {
-		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
 	t, err := s.engine.Create(ctx, toSpec(req.GetTarget()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.CreateTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -31,11 +31,11 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 // GetTarget returns one target.
 func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (*probev1.GetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Get(ctx, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -60,11 +60,11 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
 	}
 	if err := errs.Err(); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	ts, more, err := s.engine.List(ctx, listOptions(after, size, req.GetLabelSelector()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	resp := &probev1.ListTargetsResponse{Targets: make([]*probev1.Target, len(ts))}
 	for i, t := range ts {
@@ -79,11 +79,13 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 // UpdateTarget replaces a target's spec in place.
 func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequest) (*probev1.UpdateTargetResponse, error) {
 	if req.GetTarget() == nil {
-		return nil, toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
 	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
 	if err != nil {
-		return nil, toStatus(err)
+		return forward(ctx, s, req.GetTarget().GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
+			return c.UpdateTarget(ctx, req)
+		})
 	}
 	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -91,11 +93,13 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 // DeleteTarget starts the graceful removal of a target.
 func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequest) (*probev1.DeleteTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Delete(ctx, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
+			return c.DeleteTarget(ctx, req)
+		})
 	}
 	return &probev1.DeleteTargetResponse{Target: fromTarget(t)}, nil
 }
@@ -109,12 +113,14 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 			"must be PROBE_TYPE_STARTUP, PROBE_TYPE_LIVENESS or PROBE_TYPE_READINESS"))
 	}
 	if err := errs.Err(); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	at := s.opts.Clock.Now()
 	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
 	if err != nil {
-		return nil, toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.TriggerProbeResponse, error) {
+			return c.TriggerProbe(ctx, req)
+		})
 	}
 	p := &t.Status.Probes[typ]
 	return &probev1.TriggerProbeResponse{
@@ -126,11 +132,13 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 // ResetTarget returns a target's probes to their initial state.
 func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetRequest) (*probev1.ResetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	t, err := s.engine.Reset(ctx, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.ResetTargetResponse, error) {
+			return c.ResetTarget(ctx, req)
+		})
 	}
 	return &probev1.ResetTargetResponse{Target: fromTarget(t)}, nil
 }

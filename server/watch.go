@@ -1,8 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
@@ -20,31 +21,34 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 	ctx := stream.Context()
 	opts, err := watchOptions(req)
 	if err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	w, err := s.engine.Watch(ctx, opts)
 	if err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	defer w.Close()
+	// Tell the client at once that its watch is accepted (it may have
+	// nothing to receive for a while); a failed send shows up below.
+	_ = stream.SendHeader(metadata.MD{})
 	s.opts.Observer.WatchStarted()
 	defer s.opts.Observer.WatchEnded()
 	for {
-		b, err := s.next(ctx, w)
+		b, err := timeout.Call(ctx, s.opts.Clock, s.opts.ProgressInterval, w.Next)
 		switch {
-		case errors.Is(err, errIdle):
+		case errors.Is(err, timeout.ErrExpired): // idle
 			if err := stream.Send(&probev1.WatchResponse{ProgressNotify: true, Revision: w.Progress()}); err != nil {
 				return err
 			}
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
-				return toStatus(ctx.Err())
+				return s.toStatus(ctx.Err())
 			}
 			if errors.Is(err, engine.ErrResourceExhausted) {
 				s.opts.Logger.Info("watcher ended as too slow", "err", err)
 			}
-			return toStatus(err)
+			return s.toStatus(err)
 		}
 		resp := &probev1.WatchResponse{
 			Events:           make([]*probev1.Event, len(b.Events)),
@@ -60,19 +64,6 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 		}
 		s.opts.Observer.EventsSent(len(b.Events))
 	}
-}
-
-var errIdle = errors.New("idle")
-
-// next waits for the watcher's next batch for at most ProgressInterval.
-func (s *Server) next(ctx context.Context, w *engine.Watcher) (engine.Batch, error) {
-	nctx, cancel := timeout.With(ctx, s.opts.Clock, s.opts.ProgressInterval)
-	defer cancel()
-	b, err := w.Next(nctx)
-	if err != nil && timeout.Expired(nctx) {
-		return b, errIdle
-	}
-	return b, err
 }
 
 func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {

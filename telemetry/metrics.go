@@ -28,10 +28,12 @@ const (
 	MetricTargets           = "probed_targets"
 	MetricScheduled         = "probed_probes_scheduled"
 	MetricInflight          = "probed_probes_inflight"
+	MetricCancelling        = "probed_probes_cancelling"
 	MetricSchedulerLateness = "probed_scheduler_lateness_seconds"
 	MetricSchedulerFires    = "probed_scheduler_fires_total"
 	MetricSchedulerSkipped  = "probed_scheduler_skipped_total"
 	MetricSchedulerMissed   = "probed_scheduler_missed_total"
+	MetricSchedulerErrors   = "probed_scheduler_errors_total"
 	MetricCheckerPanics     = "probed_checker_panics_total"
 )
 

@@ -18,15 +18,17 @@ import (
 // statsMetrics are the asynchronous instruments, all read from one
 // engine.Stats snapshot per collection by one callback.
 type statsMetrics struct {
-	targets   metric.Int64ObservableGauge
-	scheduled metric.Int64ObservableGauge
-	inflight  metric.Int64ObservableGauge
-	watchers  metric.Int64ObservableGauge
-	fires     metric.Int64ObservableCounter
-	skipped   metric.Int64ObservableCounter
-	missed    metric.Int64ObservableCounter
-	panics    metric.Int64ObservableCounter
-	changes   metric.Int64ObservableCounter
+	targets    metric.Int64ObservableGauge
+	scheduled  metric.Int64ObservableGauge
+	inflight   metric.Int64ObservableGauge
+	cancelling metric.Int64ObservableGauge
+	watchers   metric.Int64ObservableGauge
+	fires      metric.Int64ObservableCounter
+	skipped    metric.Int64ObservableCounter
+	missed     metric.Int64ObservableCounter
+	errors     metric.Int64ObservableCounter
+	panics     metric.Int64ObservableCounter
+	changes    metric.Int64ObservableCounter
 
 	active, terminating []metric.ObserveOption // phase=...
 	overlap, busy       []metric.ObserveOption // reason=...
@@ -55,10 +57,12 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.targets = g(MetricTargets, "Targets, by phase (active or terminating).")
 	sm.scheduled = g(MetricScheduled, "Probes scheduled on the timer wheel.")
 	sm.inflight = g(MetricInflight, "Probes running now.")
+	sm.cancelling = g(MetricCancelling, "Probe runs cancelled (timeout passed, or the probe was stopped) whose check has not returned yet; stays near 0 unless a checker ignores cancellation.")
 	sm.watchers = g(MetricWatchers, "Open watchers (Watch streams and internal ones).")
 	sm.fires = c(MetricSchedulerFires, "Due probes the timer wheel handed out.")
 	sm.skipped = c(MetricSchedulerSkipped, "Due probes not run: reason overlap (the previous run of the probe was still going) or busy (--max-inflight probes were running).")
 	sm.missed = c(MetricSchedulerMissed, "Grid points the timer wheel passed over while it was behind.")
+	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
 	sm.changes = c(MetricStoreChanges, "Changes written to the store (divide by the commit count for the group-commit batch size).")
 	if err != nil {
@@ -82,15 +86,17 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.targets, int64(s.Terminating), sm.terminating...)
 		o.ObserveInt64(sm.scheduled, int64(s.Wheel.Scheduled))
 		o.ObserveInt64(sm.inflight, s.Inflight)
+		o.ObserveInt64(sm.cancelling, s.Cancelling)
 		o.ObserveInt64(sm.watchers, int64(s.Watchers))
 		o.ObserveInt64(sm.fires, clampInt64(s.Wheel.Fires))
-		o.ObserveInt64(sm.skipped, clampInt64(s.Wheel.Skipped+s.SkippedOverlap), sm.overlap...)
+		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedOverlap), sm.overlap...)
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedBusy), sm.busy...)
 		o.ObserveInt64(sm.missed, clampInt64(s.Wheel.Missed))
+		o.ObserveInt64(sm.errors, clampInt64(s.ScheduleErrors))
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))
 		o.ObserveInt64(sm.changes, clampInt64(s.Changes))
 		return nil
-	}, sm.targets, sm.scheduled, sm.inflight, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.panics, sm.changes)
+	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes)
 }
 
 func clampInt64(v uint64) int64 {

@@ -34,10 +34,14 @@ import (
 
 // TestStatusPageInChromium runs the status page in headless Chromium
 // (ui/e2e/statuspage.mjs, with playwright-core) against a real probed
-// with a thousand targets: a target turns ready on the page as soon as its
-// server comes up, filters and the detail panel work, and the page resumes
-// by revision across a restart of probed. It saves screenshots in
-// artifacts/ (and docs/ui.png when PROBED_UPDATE_DOCS=1 or it is missing).
+// with a thousand targets at 1,400 px: the transitions panel opens with
+// the recent past, the reason a target fails is visible without
+// scrolling at 1,280 to 1,440 px, a target turns ready on the page as
+// soon as its server comes up, the readiness timelines show a flapping
+// target, filters (and the count chips with them) and the detail panel
+// work, and the page resumes by revision across a restart of probed. It
+// saves screenshots in artifacts/ (and docs/ui.png when
+// PROBED_UPDATE_DOCS=1 or it is missing).
 //
 // It needs Debian's chromium and `npm ci --prefix ui/e2e`; without them it
 // is skipped, except where CI=true or PROBED_REQUIRE_BROWSER=1, where it
@@ -109,6 +113,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		"CHROMIUM="+chromium,
 		"SCREENSHOTS="+strings.Join(shots, ","),
 		"DETAIL_SCREENSHOT="+filepath.Join(artifacts, "ui-detail.png"),
+		"NARROW_SCREENSHOT="+filepath.Join(artifacts, "ui-1280.png"),
 	)
 	// Node and the browser it starts are one process group, killed
 	// together if the test times out.
@@ -153,7 +158,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err != nil || !passed {
 		t.Fatalf("the browser test failed (%v):\n%s\nprobed's log:\n%s", err, stderr.String(), p.logs())
 	}
-	t.Logf("screenshots: %s, %s", strings.Join(shots, ", "), filepath.Join(artifacts, "ui-detail.png"))
+	t.Logf("screenshots: %s, %s, %s", strings.Join(shots, ", "), filepath.Join(artifacts, "ui-1280.png"), filepath.Join(artifacts, "ui-detail.png"))
 }
 
 // missing skips the test, or fails it where the browser is required.
@@ -263,7 +268,8 @@ type probedProcess struct {
 // start starts probed and waits until it serves.
 func (p *probedProcess) start(ctx context.Context) {
 	p.t.Helper()
-	args := []string{"--addr", p.addr, "--ui-addr", p.uiAddr, "--data-dir", p.dataDir, "--log-format", "json"}
+	// A 30-second timeline: the test's transitions fill it.
+	args := []string{"--addr", p.addr, "--ui-addr", p.uiAddr, "--ui-timeline", "30s", "--data-dir", p.dataDir, "--log-format", "json"}
 	help, _ := exec.CommandContext(ctx, p.bin, "--help").CombinedOutput()
 	if bytes.Contains(help, []byte("-metrics-addr")) {
 		// Another probed (make run) may hold the default metrics port.

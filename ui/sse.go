@@ -25,6 +25,9 @@ import (
 //	          is no longer retained.
 //	snapshot  {"targets":[target...], "complete", "revision"}: part of the
 //	          state at "revision"; the last part (complete) has the id.
+//	recent    {"events", "timelines", "from", "to"}: after a snapshot, the
+//	          latest events and each target's readiness timeline from the
+//	          retained history up to the snapshot (recent.go); no id.
 //	events    {"events":[event...], "revision"}: changes, in order; id:
 //	          revision (every event up to it was sent).
 //	stats     {"targets":[{"name","probes"}...]}: live figures of the
@@ -173,10 +176,10 @@ func (s *Server) watch(ctx context.Context, after uint64, resume bool) (w *engin
 // message. synced says the page already has a complete state (resumed).
 func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message, synced bool) error {
 	for {
-		b, err := s.next(ctx, w)
+		b, err := timeout.Call(ctx, s.opts.Clock, s.opts.ProgressInterval, w.Next)
 		var m message
 		switch {
-		case errors.Is(err, errIdle):
+		case errors.Is(err, timeout.ErrExpired): // idle
 			if !synced {
 				continue
 			}
@@ -191,7 +194,18 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			}
 			m = message{event: "snapshot", data: mustJSON(snapshotData{Targets: targets, Complete: b.SnapshotComplete, Revision: b.Revision})}
 			if b.SnapshotComplete {
-				m.id, m.synced, synced = revID(b.Revision), true, true
+				m.id, synced = revID(b.Revision), true
+				if err := send(ctx, out, m); err != nil {
+					return err
+				}
+				// The page has the present; give it the recent past. Only
+				// then is it synced (and gets stats): the recent past comes
+				// right after the snapshot.
+				d, err := s.recent(ctx, b.Revision)
+				if err != nil {
+					return err
+				}
+				m = message{event: "recent", data: mustJSON(d), synced: true}
 			}
 		default:
 			events := make([]eventView, len(b.Events))
@@ -209,11 +223,19 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			m = message{event: "events", id: revID(rev), data: mustJSON(eventsData{Events: events, Revision: rev}), synced: true}
 			synced = true
 		}
-		select {
-		case out <- m:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := send(ctx, out, m); err != nil {
+			return err
 		}
+	}
+}
+
+// send hands m to the stream's writer, unless ctx is done first.
+func send(ctx context.Context, out chan<- message, m message) error {
+	select {
+	case out <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -228,20 +250,7 @@ type eventsData struct {
 	Revision uint64      `json:"revision"`
 }
 
-var errIdle = errors.New("idle")
-
 func revID(rev uint64) string { return strconv.FormatUint(rev, 10) }
-
-// next waits for the watcher's next batch for at most ProgressInterval.
-func (s *Server) next(ctx context.Context, w *engine.Watcher) (engine.Batch, error) {
-	nctx, cancel := timeout.With(ctx, s.opts.Clock, s.opts.ProgressInterval)
-	defer cancel()
-	b, err := w.Next(nctx)
-	if err != nil && timeout.Expired(nctx) {
-		return b, errIdle
-	}
-	return b, err
-}
 
 // mustJSON encodes v, which is one of this package's views: they always
 // encode.

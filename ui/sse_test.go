@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
@@ -18,9 +22,16 @@ import (
 
 func revID(rev uint64) string { return strconv.FormatUint(rev, 10) }
 
-// readSnapshot reads the start of a new stream (retry, reset, snapshot)
-// and returns the snapshot's targets and its message.
+// readSnapshot reads the start of a new stream (retry, reset, snapshot,
+// recent) and returns the snapshot's targets and its last message.
 func readSnapshot(t *testing.T, s *stream, wantReason string) ([]targetJSON, sseMsg) {
+	t.Helper()
+	targets, m, _ := readSnapshotRecent(t, s, wantReason)
+	return targets, m
+}
+
+// readSnapshotRecent is readSnapshot returning the recent message too.
+func readSnapshotRecent(t *testing.T, s *stream, wantReason string) ([]targetJSON, sseMsg, recentJSON) {
 	t.Helper()
 	if m := s.next(); m.retry != "1000" {
 		t.Fatalf("first message %+v, want retry: 1000", m)
@@ -43,7 +54,11 @@ func readSnapshot(t *testing.T, s *stream, wantReason string) ([]targetJSON, sse
 		if m.id != revID(snap.Revision) {
 			t.Fatalf("complete snapshot id %q, want its revision %d", m.id, snap.Revision)
 		}
-		return targets, m
+		var recent recentJSON
+		if rm := s.nextEvent("recent", &recent); rm.hasID {
+			t.Fatalf("recent message has id %q, want none", rm.id)
+		}
+		return targets, m, recent
 	}
 }
 
@@ -260,5 +275,98 @@ func wantStats(t *testing.T, s *stream, want map[string]uint64) {
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("stats for %v, want %v", got, want)
+	}
+}
+
+// TestRecentPast: after its snapshot a new stream gets the latest events
+// for the feed and the readiness timelines of the targets whose readiness
+// changed in the window, from the retained history.
+func TestRecentPast(t *testing.T) {
+	t.Parallel()
+	p := newPage(t, pageOptions{})
+	engineClock := p.probed.Clock.(*clockwork.FakeClock)
+	b := probedtest.NewBackend(t, true)
+	spec := func(name string) *target.Spec {
+		return &target.Spec{Name: name, ReadinessProbe: &probe.Spec{
+			Handler:             probe.Handler{HTTPGet: &probe.HTTPGet{Host: "127.0.0.1", Port: b.Port(), Path: "/healthz"}},
+			FailureThreshold:    1,
+			InitialDelaySeconds: 3600, // runs when triggered only
+		}}
+	}
+	trigger := func(name string) {
+		t.Helper()
+		if _, _, err := p.eng.Trigger(t.Context(), name, probe.Readiness); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.create(t, spec("steady"))
+	trigger("steady")
+	p.create(t, spec("late-flap"))
+	trigger("late-flap")
+
+	// Ten minutes later: only what happens now is in the window.
+	engineClock.Advance(10 * time.Minute)
+	p.clock.Advance(10 * time.Minute)
+	b.SetHealthy(false)
+	trigger("late-flap")
+	p.create(t, spec("flappy"))
+	b.SetHealthy(true)
+	trigger("late-flap")
+	trigger("flappy")
+	p.create(t, &target.Spec{Name: "gone"})
+	if _, err := p.eng.Delete(t.Context(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	s := p.openStream(t, nil, "")
+	_, snap, recent := readSnapshotRecent(t, s, "new stream")
+	now := p.clock.Now()
+	if recent.To != now.UnixMilli() || recent.From != now.Add(-ui.DefaultTimelineWindow).UnixMilli() {
+		t.Errorf("window %d..%d, want the last %v before %d", recent.From, recent.To, ui.DefaultTimelineWindow, now.UnixMilli())
+	}
+
+	states := func(changes [][2]int64) []int64 {
+		var out []int64
+		for _, c := range changes {
+			out = append(out, c[1])
+		}
+		return out
+	}
+	got := map[string]string{}
+	for name, tl := range recent.Timelines {
+		start := "unknown"
+		if tl.Start != nil {
+			start = fmt.Sprint(*tl.Start)
+		}
+		got[name] = fmt.Sprintf("start %s, created %t, states %v", start, tl.Created != 0, states(tl.Changes))
+	}
+	want := map[string]string{
+		"late-flap": "start 1, created false, states [0 1]", // ready before the window, failed and passed in it
+		"flappy":    "start unknown, created true, states [0 1]",
+		// steady changed before the window only; gone is gone.
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("timelines (-want +got):\n%s", diff)
+	}
+
+	var kinds []string
+	last := uint64(0)
+	for _, ev := range recent.Events {
+		if ev.Rev <= last {
+			t.Errorf("events out of order: %d after %d", ev.Rev, last)
+		}
+		last = ev.Rev
+		kinds = append(kinds, ev.Name+" "+ev.Kind)
+	}
+	wantKinds := []string{
+		"steady created", "steady transition", "late-flap created", "late-flap transition",
+		"late-flap transition", "flappy created", "late-flap transition", "flappy transition",
+		"gone created", "gone terminating", "gone deleted",
+	}
+	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("recent events (-want +got):\n%s", diff)
+	}
+	if revID(last) != snap.id {
+		t.Errorf("last recent event %d, want the snapshot's revision %s", last, snap.id)
 	}
 }

@@ -2,25 +2,25 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/probed/probed/engine"
-	"github.com/probed/probed/server"
 )
 
 // targetEvents is how many of a target's last events
 // /api/targets/NAME/events returns at most.
 const targetEvents = 100
 
-// serveTarget writes the target as `probectl get NAME -o json` prints it.
+// serveTarget writes the target as Options.TargetJSON encodes it.
 func (s *Server) serveTarget(w http.ResponseWriter, r *http.Request) {
 	t, err := s.eng.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	b, err := server.TargetJSON(t)
+	b, err := s.opts.TargetJSON(t)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -48,51 +48,20 @@ func (s *Server) serveTargetEvents(w http.ResponseWriter, r *http.Request) {
 // history returns the last n events about name that the engine's history
 // retains, oldest first (also those of a deleted target by that name).
 func (s *Server) history(ctx context.Context, name string, n int) ([]eventView, error) {
-	end := s.eng.Revision()
-	opts := engine.WatchOptions{Since: 1, Names: []string{name}}
-	var w *engine.Watcher
-	var err error
-	for range 3 { // the history may move on between attempts
-		w, err = s.eng.Watch(ctx, opts)
-		ce, compacted := errors.AsType[*engine.CompactedError](err)
-		if !compacted {
-			break
-		}
-		opts.Since = ce.Oldest
-	}
+	last := newLastN[eventView](n)
+	err := s.scanHistory(ctx, []string{name}, s.eng.Revision(), func(ev *engine.Event) {
+		last.add(viewEvent(ev))
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
+	return last.values(), nil
+}
 
-	// Next reads the retained history without waiting; only live events
-	// are waited for, and a done context makes it return instead.
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	ring := make([]eventView, 0, n)
-	first := 0 // index of the oldest in ring once full
-	for {
-		b, err := w.Next(done)
-		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-				break // read everything retained
-			}
-			return nil, err
-		}
-		for i := range b.Events {
-			v := viewEvent(&b.Events[i])
-			if len(ring) < n {
-				ring = append(ring, v)
-				continue
-			}
-			ring[first] = v
-			first = (first + 1) % n
-		}
-		if b.Revision >= end {
-			break
-		}
-	}
-	return append(ring[first:], ring[:first]...), nil
+// viewJSON is the default Options.TargetJSON: the page's own view of t,
+// indented.
+func viewJSON(t *engine.Target) ([]byte, error) {
+	return json.MarshalIndent(viewTarget(t), "", "  ")
 }
 
 // fail writes err as a JSON error with the status it maps to.

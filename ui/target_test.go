@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -70,6 +71,37 @@ func TestTargetIsWhatProbectlGetPrints(t *testing.T) {
 
 	if code, _, body := p.get(t, "/api/targets/nope", nil); code != http.StatusNotFound || !strings.Contains(string(body), "not found") {
 		t.Fatalf("GET /api/targets/nope: %d %s, want 404", code, body)
+	}
+}
+
+// TestTargetWithoutTargetJSON: without Options.TargetJSON the page serves
+// its own view of the target.
+func TestTargetWithoutTargetJSON(t *testing.T) {
+	t.Parallel()
+	p := newPage(t, pageOptions{viewJSON: true})
+	p.create(t, tcpTarget("web", 8080))
+	code, h, body := p.get(t, "/api/targets/web", nil)
+	var got targetJSON
+	if code != http.StatusOK || h.Get("Content-Type") != "application/json" || json.Unmarshal(body, &got) != nil {
+		t.Fatalf("GET /api/targets/web: %d %s %s", code, h.Get("Content-Type"), body)
+	}
+	if got.Name != "web" || got.Phase != "active" || got.Probes["readiness"].PeriodMs == 0 {
+		t.Errorf("GET /api/targets/web = %s, want the page's view of web", body)
+	}
+}
+
+// TestPageLinksNoGRPC: the status page depends on the engine only; the
+// API's JSON form comes in through Options.TargetJSON.
+func TestPageLinksNoGRPC(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "google.golang.org/grpc") || pkg == "github.com/probed/probed/server" || strings.HasPrefix(pkg, "github.com/probed/probed/proto/") {
+			t.Errorf("ui depends on %s", pkg)
+		}
 	}
 }
 

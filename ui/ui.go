@@ -31,6 +31,7 @@ const (
 	DefaultStatsInterval    = time.Second
 	DefaultProgressInterval = 15 * time.Second
 	DefaultWriteTimeout     = 30 * time.Second
+	DefaultTimelineWindow   = 5 * time.Minute
 )
 
 // Options configure a Server. The zero value is valid.
@@ -49,6 +50,14 @@ type Options struct {
 	// WriteTimeout bounds each write to a stream: a browser that stops
 	// reading is disconnected. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// TargetJSON encodes a target for /api/targets/NAME and the detail
+	// panel's spec. probed sets server.TargetJSON, the API's JSON form
+	// (what `probectl get NAME -o json` prints); the page itself links no
+	// gRPC. Default: the page's own view of the target.
+	TargetJSON func(*engine.Target) ([]byte, error)
+	// TimelineWindow is how far back the targets' readiness timelines
+	// go; default DefaultTimelineWindow.
+	TimelineWindow time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -66,6 +75,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.TargetJSON == nil {
+		o.TargetJSON = viewJSON
+	}
+	if o.TimelineWindow <= 0 {
+		o.TimelineWindow = DefaultTimelineWindow
 	}
 }
 
@@ -85,7 +100,7 @@ type Server struct {
 //
 //	/                         the page (index.html, app.js, app.css, favicon.svg)
 //	/api/events               the event stream (see the package doc)
-//	/api/targets/NAME         the target as `probectl get NAME -o json` prints it
+//	/api/targets/NAME         the target as Options.TargetJSON encodes it
 //	/api/targets/NAME/events  the target's last events retained in the history
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()

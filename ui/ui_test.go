@@ -20,6 +20,7 @@ import (
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/server"
 	"github.com/probed/probed/ui"
 )
 
@@ -39,6 +40,9 @@ type page struct {
 type pageOptions struct {
 	engine  engine.Options
 	protect func(http.Handler) http.Handler
+	// viewJSON: leave ui.Options.TargetJSON unset (the page's own view);
+	// otherwise it is server.TargetJSON, as probed sets it.
+	viewJSON bool
 }
 
 func newPage(t *testing.T, o pageOptions) *page {
@@ -46,7 +50,11 @@ func newPage(t *testing.T, o pageOptions) *page {
 	p := &page{clock: clockwork.NewFakeClock()}
 	p.probed = probedtest.Start(t, probedtest.Options{Clock: clockwork.NewFakeClock(), Engine: o.engine})
 	p.eng = p.probed.Engine
-	srv := ui.New(p.eng, ui.Options{Clock: p.clock})
+	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON}
+	if o.viewJSON {
+		uo.TargetJSON = nil
+	}
+	srv := ui.New(p.eng, uo)
 	var h http.Handler = srv
 	if o.protect != nil {
 		h = o.protect(h)
@@ -245,6 +253,16 @@ type (
 	eventsJSON struct {
 		Events   []eventJSON `json:"events"`
 		Revision uint64      `json:"revision"`
+	}
+	recentJSON struct {
+		Events    []eventJSON `json:"events"`
+		Timelines map[string]struct {
+			Start   *int       `json:"start"`
+			Created int64      `json:"created"`
+			Changes [][2]int64 `json:"changes"`
+		} `json:"timelines"`
+		From int64 `json:"from"`
+		To   int64 `json:"to"`
 	}
 	statsJSON struct {
 		Targets []struct {

@@ -10,7 +10,7 @@ import (
 
 // This file holds the page's JSON: compact views of targets, events and
 // live probe figures, made for a browser holding thousands of targets
-// (the full API form of a target is server.TargetJSON).
+// (the full API form of a target is Options.TargetJSON).
 
 // targetView is a target as the page lists it.
 type targetView struct {

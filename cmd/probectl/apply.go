@@ -1,72 +1,91 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"io/fs"
 	"os"
-	"regexp"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"sigs.k8s.io/yaml"
 
 	"github.com/probed/probed/client"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 func newApplyCommand(o *rootOptions) *cobra.Command {
-	var file string
+	var files []string
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create targets, or update them when they exist, from a JSON or YAML spec",
-		Long: `Apply creates each target of FILE, or replaces its spec when a target by
-its name exists. FILE holds a target in probe.v1's JSON form (lowerCamelCase
-field names), as JSON or YAML; several YAML documents separated by "---", or
-a list, apply several targets. "-" reads standard input. A field name that
-does not exist is an error.`,
+		Use:   "apply -f FILE|DIR|- [-f ...]",
+		Short: "Create targets, or update them when they exist, from JSON or YAML specs",
+		Long: `Apply creates each target of the files given with -f, or replaces its spec
+when a target by its name exists. A file holds a target in probe.v1's JSON
+form (lowerCamelCase field names), as JSON or YAML; several YAML documents
+separated by "---", or a list, hold several targets. -f may be repeated; a
+directory applies its .yaml, .yml and .json files (not its
+subdirectories) in name order; "-" reads standard input.
+
+Every file is read and checked before anything is applied: each field
+name that does not exist is reported, and so is a target named twice. A
+target the server rejects is reported, and the others are still applied.`,
 		Example: `  cat <<EOF | probectl apply -f -
-  name: web
-  labels: {app: web}
+  name: page
+  labels: {app: probed}
   readinessProbe:
-    httpGet: {host: 127.0.0.1, port: 8080, path: /healthz}
+    tcpSocket: {host: 127.0.0.1, port: 8080}
     periodSeconds: 1
     periodMilliseconds: -900
   EOF`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			source, data, err := readSpec(cmd.InOrStdin(), file)
-			if err != nil {
-				return err
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("apply reads files given with -f: did you mean \"probectl apply -f %s\"?", strings.Join(args, " -f "))
 			}
-			targets, err := parseTargets(source, data)
+			if len(files) == 0 {
+				return errors.New(`apply needs -f FILE: a file, a directory, or "-" for standard input`)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			specs, err := readSpecs(cmd.InOrStdin(), files)
 			if err != nil {
 				return err
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				return apply(ctx, c, cmd.OutOrStdout(), o.output, targets)
+				return apply(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output, specs)
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", `file holding the target spec(s), JSON or YAML; "-" for standard input`)
-	_ = cmd.MarkFlagRequired("filename")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, `file or directory of target specs, JSON or YAML; "-" for standard input; may be repeated`)
 	return cmd
 }
 
-func apply(ctx context.Context, c *client.Client, w io.Writer, format string, targets []*probev1.Target) error {
-	applied := make([]*probev1.Target, 0, len(targets))
-	for _, t := range targets {
-		got, created, err := c.Apply(ctx, t)
+// spec is a target read from a file.
+type spec struct {
+	target *probev1.Target
+	source string // the file or "stdin", with the document's number if several
+}
+
+// apply applies specs in order and says what happened to each. One
+// target's error (an invalid spec, a failed precondition) is printed to
+// errOut and the others are still applied; an error that would fail them
+// all (probed unreachable, credentials refused) ends apply at once.
+func apply(ctx context.Context, c *client.Client, w, errOut io.Writer, format string, specs []spec) error {
+	applied := make([]*probev1.Target, 0, len(specs))
+	failed := 0
+	for _, sp := range specs {
+		got, created, err := c.Apply(ctx, sp.target)
 		if err != nil {
-			return err
+			if len(specs) == 1 || !perTarget(err) {
+				return err
+			}
+			failed++
+			printTargetError(errOut, sp, err)
+			continue
 		}
 		if format == outputTable {
 			verb := "configured"
@@ -79,185 +98,138 @@ func apply(ctx context.Context, c *client.Client, w io.Writer, format string, ta
 		}
 		applied = append(applied, got)
 	}
-	if format == outputTable {
-		return nil
-	}
-	return printTargets(w, format, time.Time{}, applied, true)
-}
-
-// readSpec reads file, or in when file is "-".
-func readSpec(in io.Reader, file string) (source string, data []byte, err error) {
-	if file == "-" {
-		data, err = io.ReadAll(in)
-		return "stdin", data, err
-	}
-	data, err = os.ReadFile(file)
-	return file, data, err
-}
-
-var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
-
-// parseTargets parses YAML (or JSON, which is YAML) documents holding a
-// target or a list of targets. Unknown fields are errors naming their path
-// ("target.readinessProbe: unknown field ...").
-func parseTargets(source string, data []byte) ([]*probev1.Target, error) {
-	desc := (&probev1.Target{}).ProtoReflect().Descriptor()
-	var targets []*probev1.Target
-	docs := documentSeparator.Split(string(data), -1)
-	for i, doc := range docs {
-		where := source
-		if len(docs) > 1 {
-			where = fmt.Sprintf("%s (document %d)", source, i+1)
-		}
-		j, err := yaml.YAMLToJSONStrict([]byte(doc))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.UseNumber() // keep integers exact
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		items, isList := v.([]any)
-		if !isList {
-			items = []any{v}
-		}
-		for k, item := range items {
-			if item == nil {
-				continue // an empty document
-			}
-			path := "target"
-			if isList {
-				path = fmt.Sprintf("[%d]", k)
-			}
-			if _, ok := item.(map[string]any); !ok {
-				return nil, fmt.Errorf("%s: %s: want an object, got %s", where, path, jsonType(item))
-			}
-			if err := checkFields(item, desc, path); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			b, err := json.Marshal(item)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			t := &probev1.Target{}
-			if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(b, t); err != nil {
-				return nil, fmt.Errorf("%s: %s: %s", where, path, protoErrorText(err))
-			}
-			targets = append(targets, t)
+	if format != outputTable && len(applied) > 0 {
+		if err := printTargets(w, format, time.Time{}, applied, len(specs) == 1); err != nil {
+			return err
 		}
 	}
-	if len(targets) == 0 {
-		return nil, fmt.Errorf("%s: no target in it", source)
-	}
-	return targets, nil
-}
-
-// protoErrorPrefix is what protojson puts before its messages; the line
-// and column refer to the JSON made from the YAML, not to the file.
-var protoErrorPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
-
-func protoErrorText(err error) string {
-	return protoErrorPrefix.ReplaceAllString(err.Error(), "")
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
-}
-
-// errUnknownField marks checkFields' errors.
-var errUnknownField = errors.New("unknown field")
-
-// checkFields reports the first field of v (in path order) that md does
-// not have, by its path, suggesting the closest name. Values of the wrong
-// type are left to protojson.
-func checkFields(v any, md protoreflect.MessageDescriptor, path string) error {
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	fields := md.Fields()
-	for _, key := range slices.Sorted(maps.Keys(obj)) {
-		fd := fields.ByJSONName(key)
-		if fd == nil {
-			fd = fields.ByTextName(key)
-		}
-		if fd == nil {
-			return unknownField(path, key, fields)
-		}
-		child := path + "." + fd.JSONName()
-		val := obj[key]
-		switch {
-		case fd.IsMap():
-			if vd := fd.MapValue().Message(); vd != nil {
-				m, _ := val.(map[string]any)
-				for _, k := range slices.Sorted(maps.Keys(m)) {
-					if err := checkFields(m[k], vd, fmt.Sprintf("%s[%s]", child, k)); err != nil {
-						return err
-					}
-				}
-			}
-		case fd.IsList():
-			if fd.Message() != nil {
-				l, _ := val.([]any)
-				for i, e := range l {
-					if err := checkFields(e, fd.Message(), fmt.Sprintf("%s[%d]", child, i)); err != nil {
-						return err
-					}
-				}
-			}
-		case fd.Message() != nil && !strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf."):
-			if err := checkFields(val, fd.Message(), child); err != nil {
-				return err
-			}
-		}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d targets not applied", failed, len(specs))
 	}
 	return nil
 }
 
-func unknownField(path, key string, fields protoreflect.FieldDescriptors) error {
-	best, bestDist := "", len(key)/2+2
-	for i := range fields.Len() {
-		name := fields.Get(i).JSONName()
-		if d := editDistance(strings.ToLower(key), strings.ToLower(name)); d < bestDist {
-			best, bestDist = name, d
+// perTarget reports whether err concerns one target only, so that apply
+// goes on with the others.
+func perTarget(err error) bool {
+	for _, all := range []error{client.ErrUnavailable, client.ErrUnauthenticated, client.ErrPermissionDenied, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, all) {
+			return false
 		}
 	}
-	if best != "" {
-		return fmt.Errorf("%s: %w %q (did you mean %q?)", path, errUnknownField, key, best)
-	}
-	return fmt.Errorf("%s: %w %q", path, errUnknownField, key)
+	return true
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+// printTargetError prints one target's error, naming the target and its
+// file.
+func printTargetError(w io.Writer, sp spec, err error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "target/%s (%s): ", sp.target.GetName(), sp.source)
+	if inv, ok := errors.AsType[*client.InvalidError](err); ok && len(inv.Violations) > 0 {
+		b.WriteString("invalid:\n")
+		for _, v := range inv.Violations {
+			fmt.Fprintf(&b, "  %s: %s\n", v.Field, v.Description)
 		}
-		prev, cur = cur, prev
+	} else {
+		fmt.Fprintf(&b, "%v\n", err)
 	}
-	return prev[len(b)]
+	_, _ = io.WriteString(w, b.String())
+}
+
+// specExtensions are the files apply reads from a directory.
+var specExtensions = []string{".yaml", ".yml", ".json"}
+
+// readSpecs reads and parses every file (a directory: its spec files;
+// "-": in) and returns their targets in order. Every problem of every
+// file is reported, and nothing is returned, when there is one.
+func readSpecs(in io.Reader, files []string) ([]spec, error) {
+	var (
+		specs []spec
+		errs  []error
+		stdin bool
+		where = map[string]string{} // target name -> its source
+	)
+	add := func(source string, data []byte) {
+		targets, sources, err := parseTargets(source, data)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for i, t := range targets {
+			if prev, dup := where[t.GetName()]; dup {
+				errs = append(errs, fmt.Errorf("%s: target %q is also in %s", sources[i], t.GetName(), prev))
+				continue
+			}
+			where[t.GetName()] = sources[i]
+			specs = append(specs, spec{target: t, source: sources[i]})
+		}
+	}
+	for _, f := range files {
+		if f == "-" {
+			if stdin {
+				errs = append(errs, errors.New(`"-f -" (standard input) given twice`))
+				continue
+			}
+			stdin = true
+			data, err := io.ReadAll(in)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("stdin: %w", err))
+				continue
+			}
+			add("stdin", data)
+			continue
+		}
+		paths, err := specFiles(f)
+		if err != nil {
+			errs = append(errs, pathError(err))
+			continue
+		}
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				errs = append(errs, pathError(err))
+				continue
+			}
+			add(p, data)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return specs, nil
+}
+
+// pathError turns "open PATH: no such file or directory" into "PATH: no
+// such file or directory".
+func pathError(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
+}
+
+// specFiles returns path when it is a file, and its spec files in name
+// order when it is a directory.
+func specFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && slices.Contains(specExtensions, strings.ToLower(filepath.Ext(e.Name()))) {
+			paths = append(paths, filepath.Join(path, e.Name()))
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no %s file in this directory", path, strings.Join(specExtensions, ", "))
+	}
+	return paths, nil
 }

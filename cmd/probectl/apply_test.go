@@ -102,7 +102,7 @@ readinessProbe:
 		{
 			name:    "not an object",
 			spec:    "- just\n- strings\n",
-			wantErr: "Error: stdin: [0]: want an object, got a string\n",
+			wantErr: "Error: stdin: [0]: want an object, got a string\nstdin: [1]: want an object, got a string\n",
 		},
 		{
 			name:    "empty",
@@ -163,7 +163,7 @@ func TestParseTargets(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseTargets("spec", []byte(tt.in))
+			got, _, err := parseTargets("spec", []byte(tt.in))
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("error = %v, want %v", err, tt.err)
 			}
@@ -173,5 +173,132 @@ func TestParseTargets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestApplySeveralFiles(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"b.yaml":       "name: b\n",
+		"a.json":       `{"name": "a"}`,
+		"c.yml":        "name: c\n---\nname: d\n",
+		"notes.txt":    "not a spec",
+		"sub/e.yaml":   "name: e\n", // subdirectories are not read
+		"f.YAML":       "name: f\n",
+		".hidden.yaml": "name: hidden\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	single := writeFile(t, "g.yaml", "name: g\n")
+
+	// A file, a directory and stdin, in the order given; the directory's
+	// files in name order.
+	r := probectl(ctx, s.Addr, "name: h\n", "apply", "-f", single, "-f", dir, "-f", "-")
+	want := "target/g created\ntarget/hidden created\ntarget/a created\ntarget/b created\ntarget/c created\ntarget/d created\ntarget/f created\ntarget/h created\n"
+	if r.code != 0 || r.out != want || r.err != "" {
+		t.Fatalf("apply -f file -f dir -f -: code %d, stdout:\n%s\nstderr %q; want:\n%s", r.code, r.out, r.err, want)
+	}
+	all, err := c.ListAll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tg := range all {
+		names = append(names, tg.GetName())
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "d", "f", "g", "h", "hidden"}, names); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	typos := writeFile(t, "typos.yaml", "name: web\nlabel: {a: b}\nreadinessProbe:\n  periodSecond: 1\n  tcpSocket: {host: h, prot: 1}\n")
+	first := writeFile(t, "first.yaml", "name: twice\n")
+	second := writeFile(t, "second.yaml", "name: twice\n")
+	empty := t.TempDir()
+
+	tests := []struct {
+		name    string
+		args    []string
+		stdin   string
+		wantErr string
+	}{
+		{
+			name: "every unknown field",
+			args: []string{"-f", typos},
+			wantErr: "Error: " + typos + `: target: unknown field "label" (did you mean "labels"?)` + "\n" +
+				typos + `: target.readinessProbe: unknown field "periodSecond" (did you mean "periodSeconds"?)` + "\n" +
+				typos + `: target.readinessProbe.tcpSocket: unknown field "prot" (did you mean "port"?)` + "\n",
+		},
+		{
+			name:    "every file",
+			args:    []string{"-f", typos, "-f", "-", "-f", filepath.Join(empty, "nope.yaml")},
+			stdin:   "name: ok\n---\n- 3\n",
+			wantErr: "Error: " + typos + ": target: unknown field {{any}}\n{{any}}\n{{any}}\nstdin (document 2): [0]: want an object, got a number\n" + filepath.Join(empty, "nope.yaml") + ": no such file or directory\n",
+		},
+		{
+			name:    "a target named twice",
+			args:    []string{"-f", first, "-f", second},
+			wantErr: "Error: " + second + `: target "twice" is also in ` + first + "\n",
+		},
+		{
+			name:    "stdin twice",
+			args:    []string{"-f", "-", "-f", "-"},
+			stdin:   "name: x\n",
+			wantErr: `Error: "-f -" (standard input) given twice` + "\n",
+		},
+		{
+			name:    "a directory without specs",
+			args:    []string{"-f", empty},
+			wantErr: "Error: " + empty + ": no .yaml, .yml, .json file in this directory\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := probectl(ctx, s.Addr, tt.stdin, append([]string{"apply"}, tt.args...)...)
+			if r.code != 1 || r.out != "" || !matchPattern(tt.wantErr, r.err) {
+				t.Errorf("got code %d, stdout %q, stderr:\n%s\nwant code 1 and stderr:\n%s", r.code, r.out, r.err, tt.wantErr)
+			}
+		})
+	}
+	// Nothing was applied.
+	if all, err := c.ListAll(ctx, nil); err != nil || len(all) != 0 {
+		t.Errorf("targets after failed applies: %v, %v; want none", all, err)
+	}
+}
+
+// TestApplyGoesOnAfterARejectedTarget: the server rejects one target; the
+// others are applied, the rejected one is named with its file and every
+// violation, and apply fails.
+func TestApplyGoesOnAfterARejectedTarget(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	a := writeFile(t, "a.yaml", "name: a\n")
+	bad := writeFile(t, "bad.yaml", "name: bad\nreadinessProbe:\n  tcpSocket: {host: 127.0.0.1}\n  periodMilliseconds: 1000\n")
+	z := writeFile(t, "z.yaml", "name: z\n")
+	r := probectl(ctx, s.Addr, "", "apply", "-f", a, "-f", bad, "-f", z)
+	wantErr := "target/bad (" + bad + "): invalid:\n" +
+		"  target.readinessProbe.tcpSocket.port: Required value: a port between 1 and 65535 is required\n" +
+		"  target.readinessProbe.periodMilliseconds: Invalid value: 1000: must be greater than -1000 and less than 1000\n" +
+		"Error: 1 of 3 targets not applied\n"
+	if r.code != 1 || r.out != "target/a created\ntarget/z created\n" || r.err != wantErr {
+		t.Errorf("got code %d, stdout %q, stderr:\n%s\nwant code 1, a and z created, stderr:\n%s", r.code, r.out, r.err, wantErr)
+	}
+	if _, err := c.Get(ctx, "z"); err != nil {
+		t.Errorf("z after the apply: %v", err)
 	}
 }

@@ -17,7 +17,8 @@ func newDeleteCommand(o *rootOptions) *cobra.Command {
 		Long: `Delete starts the graceful removal of a target: it becomes Terminating,
 its readiness fails at once, its preStop sleep runs, then it is removed.
 The command returns at once.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  probectl delete backend`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				t, err := c.Delete(ctx, args[0])

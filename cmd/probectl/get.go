@@ -11,9 +11,10 @@ import (
 
 func newGetCommand(o *rootOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show a target with its status",
-		Args:  cobra.ExactArgs(1),
+		Use:     "get NAME",
+		Short:   "Show a target with its status",
+		Example: `  probectl get page -o yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				t, err := c.Get(ctx, args[0])

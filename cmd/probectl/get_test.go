@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +35,13 @@ func TestGetCommand(t *testing.T) {
 		}
 		rows := tableRows(r.out)
 		wantRows := [][]string{
-			{"NAME", "PHASE", "STARTED", "LIVE", "READY", "STARTUP", "LIVENESS", "READINESS", "AGE"},
-			{"web", "Active", "true", "true", "true", "-", "-", "success/100ms"},
+			{"NAME", "PHASE", "STARTED", "LIVE", "READY", "STARTUP", "LIVENESS", "READINESS", "AGE", "MESSAGE"},
+			{"web", "Active", "true", "true", "true", "-", "-", "success/100ms", "-"},
 		}
-		if len(rows) != 2 || len(rows[1]) != 9 {
-			t.Fatalf("table = %q, want a header and one row of 9 columns", r.out)
+		if len(rows) != 2 || len(rows[1]) != 10 {
+			t.Fatalf("table = %q, want a header and one row of 10 columns", r.out)
 		}
-		rows[1] = rows[1][:8] // AGE varies
+		rows[1] = slices.Delete(rows[1], 8, 9) // AGE varies
 		if diff := cmp.Diff(wantRows, rows); diff != "" {
 			t.Errorf("table (-want +got):\n%s", diff)
 		}

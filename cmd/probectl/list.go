@@ -15,7 +15,8 @@ func newListCommand(o *rootOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list [-l KEY=VALUE,...]",
 		Aliases: []string{"ls"},
-		Short:   "List targets in name order",
+		Short:   "List targets in name order, with why each one is not ready",
+		Example: `  probectl list -l app=probed -o wide`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			labels, err := parseSelector(selector)

@@ -33,14 +33,52 @@ func main() {
 // run runs probectl with args and returns its exit status: 0 on success,
 // 1 after printing the error to errOut.
 func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	errOut = &lockedWriter{w: errOut}
 	root := newRootCommand(out, errOut)
 	root.SetArgs(args)
 	root.SetIn(in)
-	if err := root.ExecuteContext(ctx); err != nil {
-		printError(errOut, err)
-		return 1
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
 	}
-	return 0
+	printError(errOut, err)
+	if isUsageError(err) {
+		// One line pointing to the help, rather than the whole usage
+		// scrolling the message away.
+		_, _ = fmt.Fprintf(errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return 1
+}
+
+// usageError is a mistake in the command line: a bad flag, flag value or
+// argument.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// isUsageError reports whether err is a mistake in the command line
+// (cobra reports an unknown command as a plain error).
+func isUsageError(err error) bool {
+	_, ok := errors.AsType[*usageError](err)
+	return ok || strings.HasPrefix(err.Error(), "unknown command ")
+}
+
+// markUsageErrors makes the flag and argument errors of cmd and its
+// subcommands usage errors.
+func markUsageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markUsageErrors(sub)
+	}
 }
 
 // rootOptions are the global flags.
@@ -59,6 +97,7 @@ type rootOptions struct {
 // Output formats of -o.
 const (
 	outputTable = "table"
+	outputWide  = "wide" // list and get only
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 )
@@ -79,12 +118,17 @@ and their probes, triggers and resets probes, follows events and waits for
 a target to become ready.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.output {
 			case outputTable, outputJSON, outputYAML:
 				return nil
+			case outputWide:
+				if cmd.Name() == "list" || cmd.Name() == "get" {
+					return nil
+				}
+				return &usageError{fmt.Errorf("-o wide is for list and get; %s prints table, json or yaml", cmd.Name())}
 			default:
-				return fmt.Errorf("unknown output format %q: want table, json or yaml", o.output)
+				return &usageError{fmt.Errorf("unknown output format %q: want table, wide (list and get), json or yaml", o.output)}
 			}
 		},
 	}
@@ -96,7 +140,7 @@ a target to become ready.`,
 	f.StringVar(&o.certFile, "cert", "", "PEM file of the client certificate, for mutual TLS (with --key)")
 	f.StringVar(&o.keyFile, "key", "", "PEM file of the client certificate's key")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token sent with every call")
-	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, json or yaml")
+	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, wide (list and get: more columns), json or yaml")
 
 	root.AddCommand(
 		newApplyCommand(o),
@@ -108,6 +152,7 @@ a target to become ready.`,
 		newWatchCommand(o),
 		newWaitReadyCommand(o),
 	)
+	markUsageErrors(root)
 	return root
 }
 
@@ -157,7 +202,7 @@ func printError(w io.Writer, err error) {
 			fmt.Fprintf(&b, "  %s: %s\n", v.Field, v.Description)
 		}
 		_, _ = io.WriteString(w, b.String())
-	case errors.Is(err, client.ErrUnavailable):
+	case errors.Is(err, client.ErrUnavailable) && !strings.Contains(err.Error(), "cannot reach probed"):
 		_, _ = fmt.Fprintf(w, "Error: cannot reach probed: %v\n", err)
 	default:
 		_, _ = fmt.Fprintf(w, "Error: %v\n", err)

@@ -86,13 +86,24 @@ func TestUsageErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"unknown output", []string{"-o", "xml", "list"}, `Error: unknown output format "xml": want table, json or yaml` + "\n"},
-		{"get needs a name", []string{"get"}, "Error: accepts 1 arg(s), received 0\n"},
-		{"trigger needs a probe", []string{"trigger", "x"}, `Error: required flag(s) "probe" not set` + "\n"},
+		{"unknown output", []string{"-o", "xml", "list"}, `Error: unknown output format "xml": want table, wide (list and get), json or yaml` + "\n" +
+			"Run 'probectl list --help' for usage.\n"},
+		{"wide is for list and get", []string{"-o", "wide", "watch"}, "Error: -o wide is for list and get; watch prints table, json or yaml\n" +
+			"Run 'probectl watch --help' for usage.\n"},
+		{"get needs a name", []string{"get"}, "Error: accepts 1 arg(s), received 0\nRun 'probectl get --help' for usage.\n"},
 		{"bad probe", []string{"trigger", "x", "--probe", "sideways"}, `Error: unknown probe "sideways": want startup, liveness or readiness` + "\n"},
 		{"bad selector", []string{"list", "-l", "app"}, `Error: bad label selector "app": want KEY=VALUE pairs separated by commas` + "\n"},
 		{"bad kind", []string{"watch", "--kinds", "exploded"}, `Error: unknown event kind "exploded": want snapshot, transition, initialized, created, updated, reset, terminating or deleted` + "\n"},
-		{"apply needs a file", []string{"apply"}, `Error: required flag(s) "filename" not set` + "\n"},
+		{"apply needs a file", []string{"apply"}, `Error: apply needs -f FILE: a file, a directory, or "-" for standard input` + "\n" +
+			"Run 'probectl apply --help' for usage.\n"},
+		{"apply without -f", []string{"apply", "a.yaml", "b.yaml"}, `Error: apply reads files given with -f: did you mean "probectl apply -f a.yaml -f b.yaml"?` + "\n" +
+			"Run 'probectl apply --help' for usage.\n"},
+		// A bad flag value: the message and one line pointing to the help,
+		// not the whole usage.
+		{"bad flag value", []string{"wait-ready", "x", "--timeout", "soon"}, `Error: invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"` + "\n" +
+			"Run 'probectl wait-ready --help' for usage.\n"},
+		{"unknown flag", []string{"list", "--colour"}, "Error: unknown flag: --colour\nRun 'probectl list --help' for usage.\n"},
+		{"unknown command", []string{"lsit"}, "Error: unknown command \"lsit\" for \"probectl\"\n\nDid you mean this?\n\tlist\n\nRun 'probectl --help' for usage.\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

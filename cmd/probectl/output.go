@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,12 +60,13 @@ func printMessage(w io.Writer, format string, m proto.Message) error {
 	return err
 }
 
-// printTargets prints targets in the format: a table, or (JSON/YAML) one
-// target as itself and several as a ListTargetsResponse.
+// printTargets prints targets in the format: a table (wide: with more
+// columns), or (JSON/YAML) one target as itself and several as a
+// ListTargetsResponse.
 func printTargets(w io.Writer, format string, now time.Time, targets []*probev1.Target, single bool) error {
 	switch {
-	case format == outputTable:
-		return printTargetTable(w, now, targets)
+	case format == outputTable || format == outputWide:
+		return printTargetTable(w, now, targets, format == outputWide)
 	case single && len(targets) == 1:
 		return printMessage(w, format, targets[0])
 	default:
@@ -72,18 +75,40 @@ func printTargets(w io.Writer, format string, now time.Time, targets []*probev1.
 }
 
 // printTargetTable prints NAME, PHASE, STARTED, LIVE, READY, each probe's
-// result and effective period, and AGE.
-func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target) error {
+// result and effective period, AGE and why the target is not ready (the
+// MESSAGE column); wide adds LABELS and REVISION, and the message of a
+// passing probe.
+func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "NAME\tPHASE\tSTARTED\tLIVE\tREADY\tSTARTUP\tLIVENESS\tREADINESS\tAGE")
+	header := "NAME\tPHASE\tSTARTED\tLIVE\tREADY\tSTARTUP\tLIVENESS\tREADINESS\tAGE\t"
+	if wide {
+		header += "LABELS\tREVISION\t"
+	}
+	_, _ = fmt.Fprintln(tw, header+"MESSAGE")
 	for _, t := range targets {
 		st := t.GetStatus()
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%s\t%s\t%s\t%s\n",
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%s\t%s\t%s\t%s\t",
 			t.GetName(), phaseName(st.GetPhase()), st.GetStarted(), st.GetLive(), st.GetReady(),
 			probeColumn(st.GetStartup()), probeColumn(st.GetLiveness()), probeColumn(st.GetReadiness()),
 			age(now, st.GetCreateTime().AsTime()))
+		if wide {
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t", labelsCell(t.GetLabels()), st.GetRevision())
+		}
+		_, _ = fmt.Fprintln(tw, messageCell(t, wide))
 	}
 	return tw.Flush() // reports the writes' errors
+}
+
+// labelsCell is "k=v,k2=v2" in key order, or "-".
+func labelsCell(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "-"
+	}
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return cell(strings.Join(pairs, ","), maxMessage)
 }
 
 func phaseName(p probev1.Phase) string {
@@ -163,6 +188,23 @@ func age(now, t time.Time) string {
 	}
 }
 
+// reasonProbe is the reason of an event a probe run caused, which says
+// nothing a reader does not see.
+const reasonProbe = "Probe"
+
+// latencyText is a latency with three significant digits at most:
+// "412µs", "3.53ms", "1.2s".
+func latencyText(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
 // eventTimeLayout is RFC 3339 with milliseconds.
 const eventTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
@@ -221,22 +263,22 @@ func eventCells(ev *probev1.Event) []string {
 		change = resultName(ev.GetFrom()) + "→" + resultName(ev.GetTo())
 	}
 	msg := ev.GetMessage()
-	if msg == "" {
-		msg = ev.GetReason()
+	if msg == "" && ev.GetReason() != reasonProbe {
+		msg = ev.GetReason() // why the change happened, e.g. "Reset"
 	}
 	return []string{
 		fmt.Sprint(ev.GetRevision()), when, ev.GetName(), kindName(ev.GetKind()),
-		probe, change, fmt.Sprint(ev.GetReady()), cell(msg),
+		probe, change, fmt.Sprint(ev.GetReady()), cell(msg, maxMessage),
 	}
 }
 
 // maxMessage is the most runes of a message a table shows.
 const maxMessage = 100
 
-// cell makes a message fit a table cell: one line, at most maxMessage
-// runes, "-" when empty, control characters (a probed server's reply may
-// carry terminal escape sequences) shown as U+FFFD.
-func cell(msg string) string {
+// cell makes a message fit a table cell: one line, at most limit runes,
+// "-" when empty, control characters (a probed server's reply may carry
+// terminal escape sequences) shown as U+FFFD.
+func cell(msg string, limit int) string {
 	msg = strings.Join(strings.Fields(msg), " ")
 	msg = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -247,8 +289,8 @@ func cell(msg string) string {
 	if msg == "" {
 		return "-"
 	}
-	if utf8.RuneCountInString(msg) > maxMessage {
-		msg = string([]rune(msg)[:maxMessage-1]) + "…"
+	if utf8.RuneCountInString(msg) > limit {
+		msg = string([]rune(msg)[:limit-1]) + "…"
 	}
 	return msg
 }

@@ -44,34 +44,98 @@ func TestAge(t *testing.T) {
 func TestTargetTable(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 1, 10, 12, 0, 0, 0, time.UTC)
+	period := func(d time.Duration) *probev1.Effective { return &probev1.Effective{Period: durationpb.New(d)} }
 	targets := []*probev1.Target{
-		{Name: "web", Status: &probev1.TargetStatus{
-			Phase: probev1.Phase_PHASE_ACTIVE, Started: true, Live: true, Ready: true,
+		{Name: "web", Labels: map[string]string{"tier": "front", "app": "shop"}, Status: &probev1.TargetStatus{
+			Phase: probev1.Phase_PHASE_ACTIVE, Started: true, Live: false, Ready: true, Revision: 42,
 			Readiness: &probev1.ProbeStatus{
-				Result:    probev1.Result_RESULT_SUCCESS,
-				Effective: &probev1.Effective{Period: durationpb.New(100 * time.Millisecond)},
+				Result: probev1.Result_RESULT_SUCCESS, Effective: period(100 * time.Millisecond),
+				LastMessage: "ok", LastProbeTime: timestamppb.New(now.Add(-time.Second)),
 			},
 			Liveness: &probev1.ProbeStatus{
-				Result:    probev1.Result_RESULT_FAILURE,
-				Effective: &probev1.Effective{Period: durationpb.New(1500 * time.Millisecond)},
+				Result: probev1.Result_RESULT_FAILURE, Effective: period(1500 * time.Millisecond),
+				LastMessage: "HTTP probe failed with statuscode: 500", LastProbeTime: timestamppb.New(now.Add(-2 * time.Second)),
 			},
 			CreateTime: timestamppb.New(now.Add(-90 * time.Second)),
+		}},
+		{Name: "db", Status: &probev1.TargetStatus{
+			Phase: probev1.Phase_PHASE_ACTIVE, Started: true, Live: true, Ready: true, Revision: 7,
+			Readiness: &probev1.ProbeStatus{
+				Result: probev1.Result_RESULT_SUCCESS, Effective: period(time.Second),
+				LastMessage: "accepting connections", LastProbeTime: timestamppb.New(now.Add(-time.Second)),
+			},
+			CreateTime: timestamppb.New(now.Add(-5 * time.Minute)),
 		}},
 		{Name: "going-away", Status: &probev1.TargetStatus{
 			Phase: probev1.Phase_PHASE_TERMINATING, Started: true,
 			CreateTime: timestamppb.New(now.Add(-3 * time.Hour)),
 		}},
 	}
-	var b strings.Builder
-	if err := printTargetTable(&b, now, targets); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		wide bool
+		want string
+	}{
+		{
+			name: "table: the message of the probe that fails",
+			want: "" +
+				"NAME         PHASE         STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE   MESSAGE\n" +
+				"web          Active        true      false   true    -         failure/1.5s   success/100ms   90s   HTTP probe failed with statuscode: 500\n" +
+				"db           Active        true      true    true    -         -              success/1s      5m    -\n" +
+				"going-away   Terminating   true      false   false   -         -              -               3h    -\n",
+		},
+		{
+			name: "wide: labels, revision, and the last message of a passing probe",
+			wide: true,
+			want: "" +
+				"NAME         PHASE         STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE   LABELS                REVISION   MESSAGE\n" +
+				"web          Active        true      false   true    -         failure/1.5s   success/100ms   90s   app=shop,tier=front   42         liveness: HTTP probe failed with statuscode: 500\n" +
+				"db           Active        true      true    true    -         -              success/1s      5m    -                     7          readiness: accepting connections\n" +
+				"going-away   Terminating   true      false   false   -         -              -               3h    -                     0          -\n",
+		},
 	}
-	want := "" +
-		"NAME         PHASE         STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE\n" +
-		"web          Active        true      true    true    -         failure/1.5s   success/100ms   90s\n" +
-		"going-away   Terminating   true      false   false   -         -              -               3h\n"
-	if diff := cmp.Diff(want, b.String()); diff != "" {
-		t.Errorf("table (-want +got):\n%s", diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			if err := printTargetTable(&b, now, targets, tt.wide); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, b.String()); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNotReady(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 10, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		st   *probev1.TargetStatus
+		want string
+	}{
+		{"readiness failing", &probev1.TargetStatus{Started: true, Live: true, Readiness: &probev1.ProbeStatus{
+			Result: probev1.Result_RESULT_FAILURE, ConsecutiveFailures: 3, LastProbeTime: timestamppb.New(now.Add(-200 * time.Millisecond)),
+			LastMessage: "HTTP probe failed with statuscode: 404",
+		}}, "readiness probe: failure (3 failures in a row, last 200ms ago): HTTP probe failed with statuscode: 404"},
+		{"startup not passed", &probev1.TargetStatus{Live: true, Startup: &probev1.ProbeStatus{
+			Result: probev1.Result_RESULT_UNKNOWN, ConsecutiveFailures: 1, LastProbeTime: timestamppb.New(now.Add(-3 * time.Second)),
+			LastMessage: "dial tcp 10.0.0.1:80: i/o timeout",
+		}, Readiness: &probev1.ProbeStatus{Result: probev1.Result_RESULT_FAILURE}}, "startup probe: unknown (1 failure in a row, last 3s ago): dial tcp 10.0.0.1:80: i/o timeout"},
+		{"not run yet", &probev1.TargetStatus{Started: true, Readiness: &probev1.ProbeStatus{
+			Result: probev1.Result_RESULT_FAILURE, Effective: &probev1.Effective{InitialDelay: durationpb.New(time.Minute)},
+		}}, "its readiness probe has not run yet (initial delay 1m0s)"},
+		{"terminating", &probev1.TargetStatus{Phase: probev1.Phase_PHASE_TERMINATING}, "it is terminating"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := notReady(&probev1.Target{Name: "x", Status: tt.st}, now); got != tt.want {
+				t.Errorf("notReady = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -91,6 +155,10 @@ func TestEventCells(t *testing.T) {
 		{"reason when no message", &probev1.Event{
 			Revision: 7, Time: timestamppb.New(at), Name: "db", Kind: probev1.EventKind_EVENT_KIND_RESET, Reason: "Reset",
 		}, []string{"7", "2025-01-10T12:00:00.123Z", "db", "reset", "-", "-", "false", "Reset"}},
+		{"a probe's reason says nothing", &probev1.Event{
+			Revision: 8, Time: timestamppb.New(at), Name: "db", Kind: probev1.EventKind_EVENT_KIND_TRANSITION, Reason: "Probe",
+			ProbeType: probev1.ProbeType_PROBE_TYPE_READINESS, From: probev1.Result_RESULT_FAILURE, To: probev1.Result_RESULT_SUCCESS, Ready: true,
+		}, []string{"8", "2025-01-10T12:00:00.123Z", "db", "transition", "readiness", "failure→success", "true", "-"}},
 		{"snapshot", &probev1.Event{Revision: 3, Name: "db", Kind: probev1.EventKind_EVENT_KIND_SNAPSHOT, Ready: true},
 			[]string{"3", "-", "db", "snapshot", "-", "-", "true", "-"}},
 		{"long message", &probev1.Event{Revision: 1, Name: "x", Kind: probev1.EventKind_EVENT_KIND_CREATED, Message: strings.Repeat("é", 150)},
@@ -99,6 +167,19 @@ func TestEventCells(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, eventCells(tt.ev)); diff != "" {
 			t.Errorf("%s: cells (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func TestLatencyText(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		412345 * time.Nanosecond:  "412µs",
+		3530762 * time.Nanosecond: "3.53ms",
+		1234567890:                "1.235s",
+	} {
+		if got := latencyText(d); got != want {
+			t.Errorf("latencyText(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

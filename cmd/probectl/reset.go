@@ -16,7 +16,8 @@ func newResetCommand(o *rootOptions) *cobra.Command {
 		Short: "Tell probed that a target restarted",
 		Long: `Reset returns every probe of the target to its initial state; the
 startup probe runs again.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  probectl reset page`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				t, err := c.Reset(ctx, args[0])

@@ -71,7 +71,7 @@ func TestFlagsAgainstMutualTLSAndTokens(t *testing.T) {
 
 func TestCellHidesControlCharacters(t *testing.T) {
 	t.Parallel()
-	if got, want := cell("ok \x1b[2J\x1b]0;pwned\x07 done\x00"), "ok \uFFFD[2J\uFFFD]0;pwned\uFFFD done\uFFFD"; got != want {
+	if got, want := cell("ok \x1b[2J\x1b]0;pwned\x07 done\x00", maxMessage), "ok \uFFFD[2J\uFFFD]0;pwned\uFFFD done\uFFFD"; got != want {
 		t.Errorf("cell = %q, want %q", got, want)
 	}
 }

@@ -46,3 +46,45 @@ func TestTriggerCommand(t *testing.T) {
 		t.Errorf("trigger absent probe: code %d, stderr %q", r.code, r.err)
 	}
 }
+
+func TestTriggerDefaultProbe(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	b := probedtest.NewBackend(t, true)
+	tcp := func() *probev1.Probe {
+		return &probev1.Probe{Handler: &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: b.Port()}}}
+	}
+	mustCreate(t, c, &probev1.Target{Name: "both", LivenessProbe: tcp(), ReadinessProbe: tcp()})
+	mustCreate(t, c, &probev1.Target{Name: "alive", LivenessProbe: tcp()})
+	mustCreate(t, c, &probev1.Target{Name: "no-readiness", StartupProbe: tcp(), LivenessProbe: tcp()})
+	mustCreate(t, c, &probev1.Target{Name: "none"})
+
+	tests := []struct {
+		name, target string
+		probe        string // in the table
+		wantErr      string
+	}{
+		{"readiness when there is one", "both", "readiness", ""},
+		{"the only probe", "alive", "liveness", ""},
+		{"ambiguous", "no-readiness", "", `Error: target "no-readiness" has startup and liveness probes and no readiness probe: choose one with --probe` + "\n"},
+		{"no probe", "none", "", `Error: target "none" has no probe to trigger` + "\n"},
+		{"unknown target", "ghost", "", `Error: target "ghost": not found` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := probectl(ctx, s.Addr, "", "trigger", tt.target)
+			if tt.wantErr != "" {
+				if r.code != 1 || r.err != tt.wantErr {
+					t.Errorf("code %d, stderr %q; want 1, %q", r.code, r.err, tt.wantErr)
+				}
+				return
+			}
+			rows := tableRows(r.out)
+			if r.code != 0 || len(rows) != 2 || rows[1][0] != tt.probe || rows[1][1] != "success" {
+				t.Errorf("code %d, stdout %q, stderr %q; want %s run with success", r.code, r.out, r.err, tt.probe)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,10 +24,13 @@ func newWatchCommand(o *rootOptions) *cobra.Command {
 		Long: `Watch prints the current state of the targets (a snapshot), or with
 --since every retained event from that revision on, then follows live
 events, one line each, until interrupted. It reconnects by itself, without
-losing or repeating an event.
+losing or repeating an event, and says on stderr when it cannot reach
+probed and when it is connected again, and when no target matches yet
+(it then waits for one to appear).
 
 Kinds: snapshot, transition, initialized, created, updated, reset,
 terminating, deleted. -o json prints one JSON event per line.`,
+		Example: `  probectl watch --since 1 page`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			labels, err := parseSelector(selector)
 			if err != nil {
@@ -40,8 +44,11 @@ terminating, deleted. -o json prints one JSON event per line.`,
 			if len(names) > 0 {
 				opts = append(opts, client.WithNames(names...))
 			}
+			notice := newConnNotice(cmd.ErrOrStderr(), o.addr)
+			opts = append(opts, client.WithStateFunc(notice.state))
+			w := watching{names: names, selector: selector, snapshot: since == 0}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				return follow(ctx, c, cmd, o.output, opts)
+				return follow(ctx, c, cmd, o.output, opts, w)
 			})
 		},
 	}
@@ -52,11 +59,44 @@ terminating, deleted. -o json prints one JSON event per line.`,
 	return cmd
 }
 
+// watching is what a watch asked for, to say what it waits for when
+// nothing matches.
+type watching struct {
+	names    []string
+	selector string
+	snapshot bool // it starts with a snapshot (no --since)
+}
+
+// missing returns a line for stderr when the first snapshot, holding the
+// targets seen, lacks what the watch asked for; "" when nothing is
+// missing.
+func (w watching) missing(seen map[string]bool) string {
+	var absent []string
+	for _, n := range w.names {
+		if !seen[n] {
+			absent = append(absent, strconv.Quote(n))
+		}
+	}
+	switch {
+	case len(absent) == 1:
+		return fmt.Sprintf("probectl: no target named %s yet; waiting for it (Ctrl-C to stop)", absent[0])
+	case len(absent) > 1:
+		return fmt.Sprintf("probectl: no targets named %s yet; waiting for them (Ctrl-C to stop)", strings.Join(absent, ", "))
+	case len(seen) > 0 || len(w.names) > 0:
+		return ""
+	case w.selector != "":
+		return fmt.Sprintf("probectl: no target matches %s yet; waiting for one (Ctrl-C to stop)", w.selector)
+	default:
+		return "probectl: no targets yet; waiting for events (Ctrl-C to stop)"
+	}
+}
+
 // follow prints events until ctx is done (nil) or the watch fails.
-func follow(ctx context.Context, c *client.Client, cmd *cobra.Command, format string, opts []client.WatchOption) error {
+func follow(ctx context.Context, c *client.Client, cmd *cobra.Command, format string, opts []client.WatchOption, w watching) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := newEventPrinter(cmd.OutOrStdout(), format)
+	seen := map[string]bool{} // the first snapshot's targets
 	for r := range c.Watch(ctx, opts...) {
 		if r.Err != nil {
 			return r.Err
@@ -68,6 +108,15 @@ func follow(ctx context.Context, c *client.Client, cmd *cobra.Command, format st
 			if err := p.print(ev); err != nil {
 				return err
 			}
+			if w.snapshot && r.Snapshot {
+				seen[ev.GetName()] = true
+			}
+		}
+		if w.snapshot && r.SnapshotComplete {
+			if line := w.missing(seen); line != "" {
+				_, _ = fmt.Fprintln(cmd.ErrOrStderr(), line)
+			}
+			w.snapshot = false // say it once
 		}
 	}
 	return nil

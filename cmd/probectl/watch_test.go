@@ -9,12 +9,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 // watchCLI runs probectl watch until until(stdout) holds, then interrupts
 // it and returns what it printed.
 func watchCLI(t *testing.T, addr string, until func(out string) bool, args ...string) result {
+	t.Helper()
+	return watchCLIUntil(t, addr, func(out, _ string) bool { return until(out) }, args...)
+}
+
+// watchCLIUntil is watchCLI with a condition on stdout and stderr.
+func watchCLIUntil(t *testing.T, addr string, until func(out, errOut string) bool, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -24,7 +32,7 @@ func watchCLI(t *testing.T, addr string, until func(out string) bool, args ...st
 		code <- run(ctx, append([]string{"--addr", addr}, args...), strings.NewReader(""), &out, &errOut)
 	}()
 	deadline := time.After(10 * time.Second)
-	for !until(out.String()) {
+	for !until(out.String(), errOut.String()) {
 		select {
 		case c := <-code:
 			t.Fatalf("watch exited early with %d: stdout %q, stderr %q", c, out.String(), errOut.String())
@@ -117,6 +125,51 @@ func TestWatchCommand(t *testing.T) {
 		r := probectl(ctx, s.Addr, "", "watch", "Not_A_Name")
 		if r.code != 1 || !strings.HasPrefix(r.err, "invalid request:\n  names[0]: Invalid value: \"Not_A_Name\": ") {
 			t.Errorf("code %d, stderr %q", r.code, r.err)
+		}
+	})
+}
+
+// TestWatchSaysWhatItWaitsFor: a watch that has nothing to print says on
+// stderr why: probed cannot be reached (and then that it is connected),
+// or no target matches yet.
+func TestWatchSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	mustCreate(t, c, &probev1.Target{Name: "a", Labels: map[string]string{"team": "x"}})
+
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"unknown name", []string{"watch", "ghost"}, "probectl: no target named \"ghost\" yet; waiting for it (Ctrl-C to stop)\n"},
+		{"some names unknown", []string{"watch", "a", "b", "c"}, "probectl: no targets named \"b\", \"c\" yet; waiting for them (Ctrl-C to stop)\n"},
+		{"no match", []string{"watch", "-l", "team=y"}, "probectl: no target matches team=y yet; waiting for one (Ctrl-C to stop)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := watchCLIUntil(t, s.Addr, func(_, errOut string) bool { return strings.HasSuffix(errOut, "\n") }, tt.args...)
+			if r.code != 0 || r.err != tt.wantErr {
+				t.Errorf("code %d, stderr %q; want 0, %q", r.code, r.err, tt.wantErr)
+			}
+		})
+	}
+
+	t.Run("probed down, then up", func(t *testing.T) {
+		t.Parallel()
+		addr := refused.Reserve(t).Addr()
+		var srv *probedtest.Server
+		r := watchCLIUntil(t, addr, func(out, errOut string) bool {
+			if srv == nil && strings.Contains(errOut, "retrying") {
+				srv = probedtest.Start(t, probedtest.Options{Addr: addr})
+			}
+			return strings.Contains(errOut, "connected to probed")
+		}, "watch")
+		wantErr := "probectl: cannot reach probed at " + addr + ": {{any}}connection refused{{any}}; retrying (Ctrl-C to stop)\n" +
+			"probectl: connected to probed at " + addr + "\n"
+		if r.code != 0 || !matchPattern(wantErr, strings.Replace(r.err, "probectl: no targets yet; waiting for events (Ctrl-C to stop)\n", "", 1)) {
+			t.Errorf("code %d, stderr:\n%s\nwant:\n%s", r.code, r.err, wantErr)
 		}
 	})
 }

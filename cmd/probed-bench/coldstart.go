@@ -319,7 +319,7 @@ func knativeTarget(name string, addr *net.TCPAddr, period time.Duration) *probev
 		HttpHeaders:  []*probev1.HTTPHeader{{Name: "K-Network-Probe", Value: "queue"}},
 		ExpectedBody: "queue",
 	}}}
-	p.PeriodSeconds, p.PeriodMilliseconds = probeDuration(period)
+	p.PeriodSeconds, p.PeriodMilliseconds = client.ProbeDuration(period)
 	return &probev1.Target{Name: name, Labels: coldLabel, ReadinessProbe: p}
 }
 

@@ -426,23 +426,8 @@ func httpTarget(name string, port int, period time.Duration, noKeepAlive bool) *
 	p := &probev1.Probe{Handler: &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{
 		Host: "127.0.0.1", Port: int32(port), Path: "/healthz", DisableKeepAlive: noKeepAlive,
 	}}}
-	p.PeriodSeconds, p.PeriodMilliseconds = probeDuration(period)
+	p.PeriodSeconds, p.PeriodMilliseconds = client.ProbeDuration(period)
 	return &probev1.Target{Name: name, ReadinessProbe: p}
-}
-
-// probeDuration splits d (whole milliseconds, > 0) into a probe's seconds
-// and milliseconds fields, seconds never 0: probed defaults a period of 0
-// seconds to 10 s before adding the milliseconds, so 50 ms is 1 s - 950 ms.
-func probeDuration(d time.Duration) (seconds int32, milliseconds *int32) {
-	s := int32(d / time.Second)
-	m := int32(d % time.Second / time.Millisecond)
-	if s == 0 {
-		s, m = 1, m-1000
-	}
-	if m == 0 {
-		return s, nil
-	}
-	return s, &m
 }
 
 // printE2ETable prints one report.

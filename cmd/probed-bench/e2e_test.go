@@ -16,30 +16,6 @@ import (
 	"time"
 )
 
-func TestProbeDuration(t *testing.T) {
-	tests := []struct {
-		d        time.Duration
-		wantSecs int32
-		wantMs   int32 // 0: unset
-	}{
-		{50 * time.Millisecond, 1, -950},
-		{100 * time.Millisecond, 1, -900},
-		{time.Second, 1, 0},
-		{1500 * time.Millisecond, 1, 500},
-		{3 * time.Second, 3, 0},
-	}
-	for _, tt := range tests {
-		s, m := probeDuration(tt.d)
-		var gotMs int32
-		if m != nil {
-			gotMs = *m
-		}
-		if s != tt.wantSecs || gotMs != tt.wantMs || (m != nil && *m == 0) {
-			t.Errorf("probeDuration(%v) = %d s, %v ms; want %d s, %d ms", tt.d, s, m, tt.wantSecs, tt.wantMs)
-		}
-	}
-}
-
 func TestNewE2EReport(t *testing.T) {
 	keep := newE2EResult(2*time.Second, 100_000, 100_000, 10*time.Second, 50<<20)
 	kubelet := newE2EResult(6*time.Second, 100_000, 100_000, 10*time.Second, 60<<20)

@@ -47,7 +47,9 @@ type config struct {
 func parseFlags(args []string, out io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("probed", flag.ContinueOnError)
-	fs.SetOutput(out)
+	// A mistake is returned, not printed with the whole usage after it
+	// (which would scroll it away); --help prints the usage.
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:50051", "gRPC listen address")
 	fs.StringVar(&c.dataDir, "data-dir", "./probed-data", "directory of the embedded store (bbolt file probed.db); created if missing")
 	fs.Var(&c.gates, "feature-gates", "feature gates, Kubernetes syntax: "+gateHelp())
@@ -69,6 +71,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	c.ui.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
 			return nil, errHelp
 		}
 		return nil, err

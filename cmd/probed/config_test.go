@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "trace ratio above 1", args: []string{"--trace-ratio=1.5"}, wantErr: "--trace-ratio"},
 		{name: "negative trace ratio", args: []string{"--trace-ratio=-0.1"}, wantErr: "--trace-ratio"},
 		{name: "metrics address without port", args: []string{"--metrics-addr=localhost"}, wantErr: "--metrics-addr"},
+		{name: "timeline window", args: []string{"--ui-addr=127.0.0.1:0", "--ui-timeline=15m"}},
+		{name: "no timeline window", args: []string{"--ui-timeline=0s"}, wantErr: "--ui-timeline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +46,27 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("parseFlags(%v) error = %v, want it to contain %q", tt.args, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestFlagErrorsAreOneMessage: a bad flag value is its message and one
+// line pointing to --help, not the whole usage; --help prints the usage.
+func TestFlagErrorsAreOneMessage(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	_, err := parseFlags([]string{"--min-period", "soon"}, &out)
+	if err == nil || out.Len() != 0 {
+		t.Fatalf("parseFlags(--min-period soon) = %v, printed %q; want an error and nothing printed", err, out.String())
+	}
+	printFlagError(&out, err)
+	want := "probed: invalid value \"soon\" for flag -min-period: parse error\nRun 'probed --help' for the flags.\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+
+	out.Reset()
+	if _, err := parseFlags([]string{"--help"}, &out); !errors.Is(err, errHelp) || !strings.Contains(out.String(), "-ui-addr") {
+		t.Errorf("parseFlags(--help) = %v, printed %q; want errHelp and the usage", err, out.String())
 	}
 }
 

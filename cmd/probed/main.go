@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,11 +22,17 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "probed:", err)
+		printFlagError(os.Stderr, err)
 		os.Exit(2)
 	}
 	if err := serve(ctx, cfg, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "probed:", err)
 		os.Exit(1)
 	}
+}
+
+// printFlagError prints a mistake in the command line: the message and
+// one line pointing to --help.
+func printFlagError(w io.Writer, err error) {
+	fmt.Fprintf(w, "probed: %v\nRun 'probed --help' for the flags.\n", err)
 }

@@ -225,7 +225,7 @@ func (s *security) configure(eo *engine.Options, co *check.Options) {
 	co.Policy = policy
 	co.ExecAllowlist = s.cfg.execAllowlist
 	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
-	eo.MaxTargetsPerOwner = s.cfg.maxTargetsPerClient
+	eo.MaxTargetsPerClient = s.cfg.maxTargetsPerClient
 	eo.MaxWatchers = s.cfg.maxWatchers
 }
 

@@ -291,9 +291,9 @@ func reflectList(ctx context.Context, conn *grpc.ClientConn, tok string) codes.C
 	if err != nil {
 		return status.Code(err)
 	}
-	if err := s.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		return status.Code(err)
-	}
+	// A stream the server refused may fail Send with io.EOF; its status
+	// is what Recv returns.
+	_ = s.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
 	_, err = s.Recv()
 	return status.Code(err)
 }

@@ -12,19 +12,25 @@ import (
 	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server"
 	"github.com/probed/probed/ui"
 )
 
 // uiConfig holds the status page flags.
 type uiConfig struct {
-	addr string
+	addr     string
+	timeline time.Duration
 }
 
 func (c *uiConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "ui-addr", "", "listen address of the status page, e.g. 127.0.0.1:8080 (empty: no status page)")
+	fs.DurationVar(&c.timeline, "ui-timeline", ui.DefaultTimelineWindow, "how far back the status page's readiness timelines go")
 }
 
 func (c *uiConfig) validate() error {
+	if c.timeline <= 0 {
+		return fmt.Errorf("--ui-timeline %v: must be positive", c.timeline)
+	}
 	if c.addr == "" {
 		return nil
 	}
@@ -44,7 +50,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
-	page := ui.New(eng, ui.Options{Logger: log})
+	page := ui.New(eng, ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline})
 	srv := &http.Server{
 		Handler:           sec.protect(page),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -18,6 +18,10 @@ type State struct {
 	// persisted: a restart begins a new run).
 	RunResult Result
 	Run       int32
+	// Unknowns counts the Unknown outcomes (the check could not run at
+	// all) since the last Success or Failure. They neither extend nor break
+	// the run (not persisted either).
+	Unknowns int32
 }
 
 // Initial is the state of a new (or reset) probe: readiness starts as
@@ -42,18 +46,40 @@ type Change struct {
 	Initialized bool
 }
 
-// Observe applies one raw outcome with the given thresholds. Unknown
-// outcomes (the check could not run at all) are discarded and count toward
-// nothing, as kubelet discards errors. The same outcome as the current run
-// extends it, a different one starts a new run of 1; when the run reaches
-// its threshold (SuccessThreshold for success; for failure
+// Observe applies one raw outcome with the given thresholds.
+//
+// Success and Failure are kubelet's rules: the same outcome as the current
+// run extends it, a different one starts a new run of 1; when the run
+// reaches its threshold (SuccessThreshold for success; for failure
 // InitializationFailureThreshold until the probe has initialized,
 // FailureThreshold after) the result is published, which is a transition
 // if it differs from the published one.
+//
+// Unknown (the check could not run at all: a checker panic, no checker)
+// counts toward no run, as kubelet discards a prober's errors, so a
+// transient fault of probed's own never flips a healthy target. But it is
+// not silent: when Unknowns reach the failure threshold that applies, the
+// published result becomes Unknown (a transition), so a probe that cannot
+// run is seen as such instead of showing its last result forever. The
+// next Success or Failure resumes the run where it was (a success run of
+// a ready target publishes Success again at once).
 func (s State) Observe(r Result, eff Effective) (State, Change) {
-	if r != Success && r != Failure {
-		return s, Change{}
+	failureThreshold := eff.FailureThreshold
+	if !s.HasInitialized {
+		failureThreshold = eff.InitializationFailureThreshold
 	}
+	var c Change
+	if r != Success && r != Failure {
+		if s.Unknowns < math.MaxInt32 {
+			s.Unknowns++
+		}
+		if s.Unknowns >= failureThreshold && s.Result != Unknown {
+			c.Transition, c.From = true, s.Result
+			s.Result = Unknown
+		}
+		return s, c
+	}
+	s.Unknowns = 0
 	if r == s.RunResult {
 		if s.Run < math.MaxInt32 {
 			s.Run++
@@ -63,12 +89,8 @@ func (s State) Observe(r Result, eff Effective) (State, Change) {
 	}
 	threshold := eff.SuccessThreshold
 	if r == Failure {
-		threshold = eff.FailureThreshold
-		if !s.HasInitialized {
-			threshold = eff.InitializationFailureThreshold
-		}
+		threshold = failureThreshold
 	}
-	var c Change
 	if s.Run < threshold {
 		return s, c
 	}

@@ -108,6 +108,43 @@ func TestObserve(t *testing.T) {
 			steps: []step{{in: S, want: F}, {in: U, want: F}, {in: S, want: S, transition: true, initialized: true}},
 		},
 		{
+			// A checker that cannot run at all publishes Unknown at the
+			// failure threshold that applies, instead of freezing the last
+			// result; the next real outcome resumes the run it interrupted.
+			name: "unknowns publish unknown at the failure threshold, then the run resumes",
+			typ:  probe.Readiness,
+			eff:  eff(1, 3, 0),
+			steps: []step{
+				{in: S, want: S, transition: true, initialized: true},
+				{in: U, want: S}, {in: U, want: S}, {in: U, want: U, transition: true},
+				{in: U, want: U}, // no second transition
+				{in: S, want: S, transition: true},
+			},
+		},
+		{
+			name: "unknowns before initialization need the initialization failure threshold",
+			typ:  probe.Readiness,
+			eff:  eff(1, 2, 4),
+			steps: []step{
+				{in: U, want: F}, {in: U, want: F}, {in: U, want: F}, {in: U, want: U, transition: true},
+				{in: F, want: U}, // a new failure run of 1 (below 4)
+			},
+		},
+		{
+			name: "unknowns interleaved with failures do not hide the failures",
+			typ:  probe.Liveness,
+			eff:  eff(1, 3, 0),
+			steps: []step{
+				{in: F, want: S}, {in: U, want: S}, {in: F, want: S}, {in: U, want: S}, {in: F, want: F, transition: true},
+			},
+		},
+		{
+			name:  "startup unknowns change nothing: startup starts as unknown",
+			typ:   probe.Startup,
+			eff:   eff(1, 1, 0),
+			steps: []step{{in: U, want: U}, {in: U, want: U}, {in: S, want: S, transition: true, initialized: true}},
+		},
+		{
 			// Seed 003, case 1: period 10, initializationFailureThreshold 20,
 			// failureThreshold 3: 20 failures at startup fail the probe.
 			name:  "seed 003 case 1: never initialized fails after initializationFailureThreshold",

@@ -312,7 +312,11 @@ func validateHost(path *field.Path, host string) field.List {
 	return nil
 }
 
+// validatePort reports a port of 0 (proto3's "not set") as missing.
 func validatePort(path *field.Path, port int32) field.List {
+	if port == 0 {
+		return field.List{field.Required(path, "a port between 1 and 65535 is required")}
+	}
 	if port < 1 || port > 65535 {
 		return field.List{field.Invalid(path, port, "must be between 1 and 65535, inclusive")}
 	}

@@ -199,8 +199,13 @@ func TestValidate(t *testing.T) {
 			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{}}},
 			want: []wantErr{
 				{"target.readinessProbe.httpGet.host", "Required value"},
-				{"target.readinessProbe.httpGet.port", "Invalid value: 0: must be between 1 and 65535, inclusive"},
+				{"target.readinessProbe.httpGet.port", "Required value: a port between 1 and 65535 is required"},
 			},
+		},
+		{
+			name: "negative port",
+			spec: probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "h", Port: -1}}},
+			want: []wantErr{{"target.readinessProbe.tcpSocket.port", "Invalid value: -1: must be between 1 and 65535, inclusive"}},
 		},
 		{
 			name: "port above 65535",

@@ -1,12 +1,14 @@
 // Package timeout gives a context a timeout measured on an injected clock.
 //
-// clockwork.WithTimeout does the same for a fake clock, but its context
-// reports a Deadline on the fake clock's calendar (which makes real network
-// I/O, which reads the deadline, time out at once) and its Err blocks until
-// the context is done. A context from With has no Deadline: it is
-// cancelled when the clock reaches the timeout, so code doing real I/O
-// under a fake clock stops exactly when the test advances the clock past
-// the timeout.
+// A context from With is cancelled when the clock reaches the timeout. It
+// has no Deadline, on every clock: a deadline on a fake clock's calendar
+// would make real network I/O (which reads deadlines) time out at once or
+// never, and one code path for every clock means the tests, which run on
+// a fake clock, run exactly what production runs. I/O under such a
+// context stops when the context is done, as Go's net package and every
+// client built on it (net/http, grpc) do for any cancellable context.
+// (clockwork.WithTimeout reports a fake-calendar Deadline and its Err
+// blocks until the context is done; that is why this package exists.)
 package timeout
 
 import (
@@ -26,16 +28,10 @@ type expired struct{}
 func (expired) Error() string   { return "timeout expired" }
 func (expired) Is(e error) bool { return e == context.DeadlineExceeded }
 
-// With returns a context cancelled when d has passed on clock, when cancel
-// is called, or when parent is done. Call cancel as soon as the work is
-// done to release the clock's timer. On a fake clock the context has no
-// Deadline; on any other clock it is context.WithTimeoutCause.
+// With returns a context cancelled with cause ErrExpired when d has passed
+// on clock, or cancelled when cancel is called or parent is done. Call
+// cancel as soon as the work is done to release the clock's timer.
 func With(parent context.Context, clock clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, fake := clock.(*clockwork.FakeClock); !fake {
-		// The real clock: the runtime's own deadline is cheaper (no extra
-		// timer goroutine hand-off) and lets I/O see it.
-		return context.WithTimeoutCause(parent, d, ErrExpired)
-	}
 	ctx, cancel := context.WithCancelCause(parent)
 	t := clock.AfterFunc(d, func() { cancel(ErrExpired) })
 	return ctx, func() {

@@ -65,8 +65,34 @@ func TestWithRealClock(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := timeout.With(context.Background(), clockwork.NewRealClock(), time.Millisecond)
 	defer cancel()
+	// The same path as on a fake clock: no Deadline, cancelled by the
+	// clock's timer.
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("context reports a deadline on the real clock; every clock must take the same path")
+	}
 	<-ctx.Done()
 	if !timeout.Expired(ctx) {
 		t.Errorf("cause = %v, want expiry", context.Cause(ctx))
 	}
+}
+
+// BenchmarkWith compares the cost of a probe's timeout context with the
+// runtime's own deadline context, on the real clock (a probe run creates
+// and cancels one).
+func BenchmarkWith(b *testing.B) {
+	clock := clockwork.NewRealClock()
+	b.Run("timeout.With", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, cancel := timeout.With(context.Background(), clock, time.Second)
+			cancel()
+		}
+	})
+	b.Run("context.WithTimeoutCause", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, cancel := context.WithTimeoutCause(context.Background(), time.Second, timeout.ErrExpired)
+			cancel()
+		}
+	})
 }

@@ -21,8 +21,10 @@ type ID uint32
 // MaxID is the largest ID the wheel accepts.
 const MaxID ID = 1<<22 - 1
 
-// MaxPeriod is the longest period the wheel accepts (about 68 years).
-const MaxPeriod = math.MaxInt32 * time.Second
+// MaxPeriod is the longest period the wheel accepts (about 68 years): 2^31
+// seconds, so that every probe period (an int32 of seconds plus less than
+// a second of milliseconds) fits.
+const MaxPeriod = (math.MaxInt32 + 1) * time.Second
 
 // maxOffset bounds due times, in ns from the epoch either way (about 146
 // years), so that due + period never overflows.

@@ -4,7 +4,7 @@
 # Builds probed, probectl, the activator and the fake pod into a temporary
 # directory, then starts:
 #   - probed (temporary data dir, --min-period 50ms for the activator's
-#     50 ms fast-until-ready probe);
+#     50 ms fast-until-ready probe) with its status page on $UI_ADDR;
 #   - the fake pod, which starts listening after 1 s and then flaps: ready
 #     for $FLAP, unready for $FLAP, ...;
 #   - the activator in front of it (backend "hello");
@@ -20,6 +20,7 @@ GO=${GO:-go}
 PROBED_ADDR=${PROBED_ADDR:-127.0.0.1:50071}
 POD_ADDR=${POD_ADDR:-127.0.0.1:18081}
 ACTIVATOR_ADDR=${ACTIVATOR_ADDR:-127.0.0.1:18080}
+UI_ADDR=${UI_ADDR:-127.0.0.1:18082}
 FLAP=${FLAP:-3s}
 
 cd "$(dirname "$0")/../.."
@@ -52,7 +53,7 @@ echo "building into $tmp/bin ..."
 	./examples/activator/cmd/activator ./examples/activator/cmd/fakepod
 bin=$tmp/bin
 
-probed_flags=(--addr "$PROBED_ADDR" --data-dir "$tmp/data" --min-period 50ms)
+probed_flags=(--addr "$PROBED_ADDR" --ui-addr "$UI_ADDR" --data-dir "$tmp/data" --min-period 50ms)
 if "$bin/probed" -h 2>&1 | grep -q -- '-metrics-addr'; then
 	probed_flags+=(--metrics-addr "") # no Prometheus listener: nothing else to collide with
 fi
@@ -75,9 +76,10 @@ pids+=($!)
 pids+=($!)
 
 cat <<EOF
-probed    $PROBED_ADDR  (data and logs in $tmp)
-fake pod  $POD_ADDR  (listens in 1s, then ready/unready every $FLAP)
-activator $ACTIVATOR_ADDR  (try: curl -H 'Host: hello' http://$ACTIVATOR_ADDR/)
+probed      $PROBED_ADDR  (data and logs in $tmp)
+status page http://$UI_ADDR/  (open it in a browser)
+fake pod    $POD_ADDR  (listens in 1s, then ready/unready every $FLAP)
+activator   $ACTIVATOR_ADDR  (try: curl -H 'Host: hello' http://$ACTIVATOR_ADDR/)
 Ctrl-C stops everything.
 
 EOF

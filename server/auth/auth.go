@@ -1,7 +1,7 @@
 // Package auth protects probed's API. It authenticates every gRPC call
 // (and the HTTP pages that share the API's credentials) with a bearer
 // token from a token file or a verified client certificate, puts the
-// caller's identity in the call's context (engine.WithOwner, so the engine
+// caller's identity in the call's context (engine.WithClient, so the engine
 // records who owns what and enforces per-client limits), and rate-limits
 // the calls that make probed open connections, per identity. The token
 // file and the TLS certificates are reread when they change (Watch), so
@@ -108,7 +108,7 @@ func (a *Authenticator) ServerOptions() []grpc.ServerOption {
 }
 
 // UnaryInterceptor authenticates a unary call, applies the rate limit and
-// calls handler with the identity in the context (engine.WithOwner).
+// calls handler with the identity in the context (engine.WithClient).
 func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, err := a.admit(ctx, info.FullMethod)
 	if err != nil {
@@ -183,7 +183,7 @@ func (a *Authenticator) admit(ctx context.Context, method string) (context.Conte
 			return nil, rateLimited(id, wait, a.opts.LimitHelp)
 		}
 	}
-	return engine.WithOwner(ctx, id), nil
+	return engine.WithClient(ctx, id), nil
 }
 
 func rateLimited(id string, wait time.Duration, help string) error {
@@ -283,7 +283,7 @@ func peerAddr(ctx context.Context) string {
 // bearer token in the Authorization header when tokens are configured,
 // and a verified client certificate when ClientCerts is set (so h must be
 // served over TLS with the same client CA). The identity is put in the
-// request's context with engine.WithOwner. Unauthenticated requests get
+// request's context with engine.WithClient. Unauthenticated requests get
 // 401 Unauthorized.
 func (a *Authenticator) HTTP(h http.Handler) http.Handler {
 	if a.opts.Tokens == nil && !a.opts.ClientCerts {
@@ -297,7 +297,7 @@ func (a *Authenticator) HTTP(h http.Handler) http.Handler {
 			http.Error(w, "unauthenticated: "+err.Error(), http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(engine.WithOwner(r.Context(), id)))
+		h.ServeHTTP(w, r.WithContext(engine.WithClient(r.Context(), id)))
 	})
 }
 

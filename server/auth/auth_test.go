@@ -34,7 +34,7 @@ const reflectionMethod = "/grpc.reflection.v1.ServerReflection/ServerReflectionI
 const longStream = "/test.Long/Stream"
 
 // startEcho serves health and, for every other method, a handler that
-// answers with the caller's identity (engine.OwnerFrom) in the trailer
+// answers with the caller's identity (engine.ClientFrom) in the trailer
 // "owner", over TLS with certs when not nil. It returns the address.
 func startEcho(t *testing.T, a *auth.Authenticator, certs *auth.Certs) string {
 	t.Helper()
@@ -43,7 +43,7 @@ func startEcho(t *testing.T, a *auth.Authenticator, certs *auth.Certs) string {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.TLSConfig())))
 	}
 	opts = append(opts, grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-		ss.SetTrailer(metadata.Pairs("owner", engine.OwnerFrom(ss.Context())))
+		ss.SetTrailer(metadata.Pairs("owner", engine.ClientFrom(ss.Context())))
 		var m emptypb.Empty
 		if err := ss.RecvMsg(&m); err != nil && !errors.Is(err, io.EOF) {
 			return err
@@ -316,7 +316,7 @@ func TestHTTPMiddleware(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, engine.OwnerFrom(r.Context()))
+		_, _ = io.WriteString(w, engine.ClientFrom(r.Context()))
 	})
 	get := func(t *testing.T, c *http.Client, url, token string) (int, string) {
 		t.Helper()

@@ -1,10 +1,12 @@
 // probed status page: plain JavaScript, no dependencies.
 //
 // State comes from one EventSource on api/events (see ui/sse.go): a
-// snapshot, then every change in revision order, then "stats" with the
-// live probe figures. The browser resumes a dropped stream by itself with
-// Last-Event-ID; when it gives up (an HTTP error), connect() starts a new
-// stream with ?after=<last id>, so no event is lost either way.
+// snapshot, the recent past (the latest events and each target's
+// readiness timeline, from the server's retained history), then every
+// change in revision order, then "stats" with the live probe figures. The
+// browser resumes a dropped stream by itself with Last-Event-ID; when it
+// gives up (an HTTP error), connect() starts a new stream with
+// ?after=<last id>, so no event is lost either way.
 //
 // Only the rows in view exist in the DOM (fixed row height), and the page
 // renders at most once per animation frame, so thousands of targets and
@@ -17,14 +19,22 @@
   const FLASH_MS = 1500;    // a flipped target stays highlighted this long
   const FEED_MAX = 150;     // transitions kept in the feed
   const DETAIL_MAX = 100;   // events kept in the detail panel
+  const TICK_MS = 2000;     // timelines slide with time: redraw this often
+  const CHANGES_MAX = 200;  // readiness changes a timeline keeps
   const PROBES = ['startup', 'liveness', 'readiness'];
+  // Timeline states, as the server numbers them (ui/recent.go).
+  const NOT_READY = 0;
+  const READY = 1;
+  const TERMINATING = 2;
+  const STATE_CLASS = ['s0', 's1', 's2'];
+  const STATE_NAME = ['not ready', 'ready', 'terminating'];
 
   const $ = (id) => document.getElementById(id);
   const els = {
-    list: $('list'), viewport: $('viewport'), headWrap: $('head-wrap'), empty: $('empty'),
-    feed: $('feed'), foot: $('foot'), filter: $('filter'), conn: $('conn'),
+    list: $('list'), viewport: $('viewport'), head: $('head'), headWrap: $('head-wrap'), empty: $('empty'),
+    feed: $('feed'), foot: $('foot'), filter: $('filter'), conn: $('conn'), feedToggle: $('feed-toggle'),
     detail: $('detail'), dName: $('d-name'), dStatus: $('d-status'), dEvents: $('d-events'),
-    dJSON: $('d-json'), dCmd: $('d-cmd'),
+    dJSON: $('d-json'), dCmd: $('d-cmd'), dTimeline: $('d-timeline'), dWindow: $('d-window'),
   };
 
   const st = {
@@ -33,6 +43,7 @@
     shown: [],          // names passing the filter, sorted
     tokens: [],         // filter tokens, lower case
     state: 'all',       // all | ready | notready | terminating
+    probes: [],         // the probe types some target has: the columns shown
     lastId: '',         // last SSE id: the revision the page is consistent at
     revision: 0,
     loaded: false,
@@ -42,6 +53,8 @@
     es: null,
     retryTimer: 0,
     since: 0,           // when the first snapshot completed
+    windowMs: 5 * 60e3, // the timelines' window (the server's --ui-timeline)
+    skew: 0,            // browser clock - server clock, ms
     dirty: { shown: true, rows: true, counts: true, feed: true, detail: true },
     frame: 0,
     flashTimer: 0,
@@ -64,14 +77,21 @@
     return `${+(ms / 60000).toFixed(2)}m`;
   }
 
+  // span formats a duration for people: "40s", "3m20s", "2h5m".
+  function span(ms) {
+    const s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? `${s % 60}s` : ''}`;
+    if (s < 86400) return `${Math.floor(s / 3600)}h${Math.floor(s / 60) % 60 ? `${Math.floor(s / 60) % 60}m` : ''}`;
+    return `${Math.floor(s / 86400)}d`;
+  }
+
+  const serverNow = () => Date.now() - st.skew;
+
   function ago(ms) {
     if (!ms) return '';
-    const s = Math.max(0, (Date.now() - ms) / 1000);
-    if (s < 1) return 'just now';
-    if (s < 60) return `${Math.floor(s)}s ago`;
-    if (s < 3600) return `${Math.floor(s / 60)}m ago`;
-    if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
-    return `${Math.floor(s / 86400)}d ago`;
+    const d = serverNow() - ms;
+    return d < 1000 ? 'just now' : `${span(d)} ago`;
   }
 
   const pad = (n, w = 2) => String(n).padStart(w, '0');
@@ -82,6 +102,8 @@
 
   const stateOf = (t) => (t.phase === 'terminating' ? 'terminating' : t.ready ? 'ready' : 'notready');
   const STATE_TEXT = { ready: 'ready', notready: 'not ready', terminating: 'terminating' };
+  // timelineState is a target's state as its timeline draws it.
+  const timelineState = (t) => (t.phase === 'terminating' ? TERMINATING : t.ready ? READY : NOT_READY);
 
   // sparkline draws the recent runs' latencies as bars coloured by result.
   function sparkline(ps, w, h) {
@@ -104,11 +126,13 @@
     return `<svg class="spark" width="${w}" height="${h}" role="img" aria-label="${title}"><title>${title}</title>${bars}</svg>`;
   }
 
+  // periodText is "↻ 100ms": how often the probe runs (the initial
+  // period while a fast-until-ready probe has not passed yet).
   function periodText(p) {
     if (!p.initialized && p.initialPeriodMs && p.initialPeriodMs !== p.periodMs) {
-      return `<span class="period fast" title="initial period, until the probe first passes; then every ${fmtMs(p.periodMs)}">every ${fmtMs(p.initialPeriodMs)}</span>`;
+      return `<span class="period fast" title="every ${fmtMs(p.initialPeriodMs)} until the probe first passes, then every ${fmtMs(p.periodMs)}">↻\u2009${fmtMs(p.initialPeriodMs)}</span>`;
     }
-    return `<span class="period" title="effective period">every ${fmtMs(p.periodMs)}</span>`;
+    return `<span class="period" title="every ${fmtMs(p.periodMs)} (effective period)">↻\u2009${fmtMs(p.periodMs)}</span>`;
   }
 
   function probeCell(t, type) {
@@ -116,47 +140,215 @@
     if (!p) return '<span class="none">—</span>';
     const s = t.stats && t.stats[type];
     const lat = s && s.total ? `<span class="lat" title="last run's latency">${fmtUs(s.latencyUs)}</span>` : '';
-    return `<div class="two"><div class="line"><span class="pill ${p.result}">${p.result}</span>${periodText(p)}</div>` +
-      `<div class="line">${sparkline(s, 64, 16)}${lat}</div></div>`;
+    return `<div class="two probe"><div class="line"><span class="pill ${p.result}">${p.result}</span>${periodText(p)}</div>` +
+      `<div class="line">${sparkline(s, 48, 14)}${lat}</div></div>`;
   }
 
-  // lastRun returns the probe that ran last (with a message if any).
-  function lastRun(t) {
+  // why returns the probe that explains the target's state, with its live
+  // figures: the startup probe while it has not started, a failing
+  // liveness probe, a readiness probe that does not pass; when all pass,
+  // the one that ran last.
+  function why(t) {
+    const has = (type) => t.probes && t.probes[type];
+    const pick = (type) => ({ type, p: t.probes[type], s: (t.stats && t.stats[type]) || null });
+    if (has('startup') && !t.started) return pick('startup');
+    if (has('liveness') && t.probes.liveness.result === 'failure') return pick('liveness');
+    if (has('readiness') && t.probes.readiness.result !== 'success') return pick('readiness');
     let best = null;
-    if (!t.stats) return best;
     for (const type of PROBES) {
-      const s = t.stats[type];
-      if (s && s.last && (!best || s.last > best.s.last)) best = { type, s };
+      const s = t.stats && t.stats[type];
+      if (has(type) && s && s.last && (!best || s.last > best.s.last)) best = pick(type);
     }
     return best;
   }
 
-  const yesNo = (v, what) => (v ? `<span class="yes" title="${what}">✓</span>` : `<span class="no" title="not ${what}">✗</span>`);
+  function stateCell(t) {
+    const state = stateOf(t);
+    const marks = [];
+    if (t.phase !== 'terminating') {
+      marks.push(t.started ? '<span title="the startup probe passed (or there is none)">started</span>' : '<span class="no" title="the startup probe has not passed">not started</span>');
+      marks.push(t.live ? '<span title="the liveness probe does not fail (or there is none)">live</span>' : '<span class="no" title="the liveness probe fails">not live</span>');
+    }
+    return `<div class="two"><div class="line"><span class="pill ${state}">${STATE_TEXT[state]}</span></div>` +
+      `<div class="sub">${marks.join(' · ') || 'preStop running'}</div></div>`;
+  }
+
+  function messageCell(t) {
+    if (t.phase === 'terminating') {
+      return '<div class="two"><div class="msg phase terminating">terminating: probes stopped, preStop running</div>' +
+        '<div class="sub">removed when the preStop hook ends</div></div>';
+    }
+    const w = why(t);
+    if (!w) return '<span class="none">—</span>';
+    const s = w.s;
+    if (!s) { // the live figures come with the next stats message
+      return `<div class="two"><div class="msg muted-msg">${w.type} ${w.p.result}</div><div class="sub">${w.type}</div></div>`;
+    }
+    if (!s.total) {
+      return `<div class="two"><div class="msg muted-msg">${w.type} probe has not run yet</div><div class="sub">${w.type} · ${w.p.result}</div></div>`;
+    }
+    const failed = s.results && s.results[s.results.length - 1] === 'f';
+    const runs = `${w.type} · ${fmtUs(s.latencyUs)} · ${s.total} run${s.total === 1 ? '' : 's'}`;
+    if (failed || w.p.result !== 'success') {
+      // Why it fails comes first: up to two lines of the message, after
+      // the probe's name.
+      return `<div class="msg failure wrap" title="${esc(`${runs}\n${s.message || ''}`)}"><span class="ptype">${w.type}</span>${esc(s.message || 'failed')}</div>`;
+    }
+    return `<div class="two"><div class="msg" title="${esc(s.message || '')}">${esc(s.message || 'ok')}</div><div class="sub">${runs}</div></div>`;
+  }
+
+  // ---------- timelines ----------
+
+  // segments returns the target's readiness from `from` to `to` (server
+  // ms) as [start, end, state] pieces; state is 0, 1, 2, 'u' (unknown) or
+  // null (the target did not exist yet).
+  function segments(t, from, to) {
+    const tl = t.tl || { changes: [] };
+    const changes = tl.changes;
+    let state;
+    if (changes.length === 0) {
+      // No change in the window: the present state throughout, since the
+      // target was created.
+      state = t.created && t.created > from ? null : timelineState(t);
+    } else if (tl.start !== undefined) {
+      state = tl.start;
+    } else if (tl.created || (t.created && t.created > from)) {
+      state = null;
+    } else {
+      state = 'u';
+    }
+    const out = [];
+    let at = from;
+    const born = !changes.length && t.created && t.created > from ? t.created : 0;
+    if (born) {
+      out.push([from, Math.min(born, to), null]);
+      at = Math.min(born, to);
+      state = timelineState(t);
+    }
+    for (const [when, s] of changes) {
+      if (when > at) {
+        out.push([at, Math.min(when, to), state]);
+        at = Math.min(when, to);
+      }
+      state = s;
+    }
+    if (to > at) out.push([at, to, state]);
+    return out;
+  }
+
+  // timeline draws segments as an SVG strip of width w (a viewBox: CSS
+  // sizes it) and height h; a change narrower than a pixel still shows.
+  function timeline(t, from, to, w, h, cls) {
+    const scale = w / (to - from);
+    let rects = '';
+    let flips = 0;
+    let prev;
+    for (const [a, b, s] of segments(t, from, to)) {
+      if (s === null) continue;
+      const x = (a - from) * scale;
+      const width = Math.max(1, (b - a) * scale);
+      const c = s === 'u' ? 'su' : STATE_CLASS[s];
+      rects += `<rect class="${c}" x="${x.toFixed(2)}" y="0" width="${width.toFixed(2)}" height="${h}"/>`;
+      if (prev !== undefined && prev !== s && s !== 'u' && prev !== 'u') flips++;
+      prev = s;
+    }
+    return { svg: `<svg class="${cls}" viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" aria-hidden="true"><rect class="bg" width="${w}" height="${h}"/>${rects}</svg>`, flips };
+  }
+
+  // timelineCaption says what the strip shows: how often readiness
+  // changed, or how long the target has been in its state.
+  function timelineCaption(t, flips, now) {
+    if (flips >= 2) return `<span class="flaps">${flips} changes</span> in ${span(st.windowMs)}`;
+    const tl = t.tl;
+    const since = tl && tl.changes.length ? tl.changes[tl.changes.length - 1][0] : t.created;
+    const state = STATE_NAME[timelineState(t)];
+    if (!since) return `${state}`;
+    if (!tl || !tl.changes.length) {
+      return now - since > st.windowMs ? `${state} for ${span(st.windowMs)}+` : `${state} for ${span(now - since)}`;
+    }
+    return `${state} for ${span(now - since)}`;
+  }
+
+  function timelineCell(t) {
+    const now = serverNow();
+    const { svg, flips } = timeline(t, now - st.windowMs, now, 120, 10, 'tl');
+    return `<div class="two" title="readiness, last ${span(st.windowMs)}">${svg}<div class="sub">${timelineCaption(t, flips, now)}</div></div>`;
+  }
+
+  // noteState records in the target's timeline its state after an event
+  // (time: server ms), when it differs from before (its state before the
+  // event; undefined for a new target).
+  function noteState(t, time, before) {
+    t.tl = t.tl || { changes: [] };
+    const s = timelineState(t);
+    if (before === s) return;
+    const tl = t.tl;
+    if (!tl.changes.length && before !== undefined && !tl.created && !(t.created > serverNow() - st.windowMs)) {
+      tl.start = before; // held since the window's start
+    }
+    tl.changes.push([time, s]);
+    if (tl.changes.length > CHANGES_MAX) {
+      tl.changes.shift();
+      tl.start = undefined;
+      tl.created = 0;
+    }
+  }
+
+  // pruneTimelines forgets the changes older than the window, keeping the
+  // state they left as the start.
+  function pruneTimelines() {
+    const from = serverNow() - st.windowMs;
+    for (const t of st.targets.values()) {
+      const tl = t.tl;
+      const c = tl && tl.changes;
+      if (!c || !c.length) continue;
+      while (c.length > 1 && c[1][0] <= from) {
+        tl.start = c.shift()[1];
+        tl.created = 0;
+      }
+      if (c.length === 1 && c[0][0] <= from) {
+        // Nothing changed in the window: the present state throughout.
+        c.length = 0;
+        tl.start = undefined;
+        tl.created = 0;
+      }
+    }
+  }
+
+  // ---------- rows ----------
+
+  function columns() {
+    return ['stripe', 'target', 'state', 'timeline', ...st.probes, 'message'];
+  }
+
+  const COL_WIDTH = {
+    stripe: '4px', target: 'minmax(116px, 1.1fr)', state: '100px', timeline: 'minmax(116px, 150px)',
+    startup: 'minmax(116px, 0.8fr)', liveness: 'minmax(116px, 0.8fr)', readiness: 'minmax(116px, 0.8fr)',
+    message: 'minmax(220px, 2.4fr)',
+  };
+
+  function renderHead() {
+    const titles = {
+      stripe: '', target: 'Target', state: 'State',
+      timeline: `<span title="readiness over the last ${span(st.windowMs)}: green ready, red not ready, purple terminating">Readiness, <span class="nocase">${span(st.windowMs)}</span></span>`,
+      startup: 'Startup', liveness: 'Liveness', readiness: 'Readiness', message: 'Last message',
+    };
+    const cols = columns();
+    document.documentElement.style.setProperty('--cols', cols.map((c) => COL_WIDTH[c]).join(' '));
+    els.head.innerHTML = cols.map((c) => `<span>${titles[c]}</span>`).join('');
+  }
 
   function rowHTML(t) {
     let labels = '';
     if (t.labels) {
       for (const k of Object.keys(t.labels).sort()) labels += `<span class="label">${esc(k)}=${esc(t.labels[k])}</span>`;
     }
-    const lr = lastRun(t);
-    let msg = '<span class="none">—</span>';
-    if (t.phase === 'terminating') {
-      msg = '<div class="two"><div class="msg phase terminating">terminating: probes stopped, preStop running</div>' +
-        `<div class="sub">removed when the preStop hook ends</div></div>`;
-    } else if (lr) {
-      const failed = lr.s.results && lr.s.results[lr.s.results.length - 1] === 'f';
-      const text = lr.s.message || (failed ? 'failed' : 'ok');
-      msg = `<div class="two"><div class="msg${failed ? ' failure' : ''}" title="${esc(lr.s.message || '')}">${esc(text)}</div>` +
-        `<div class="sub">${lr.type} · ${fmtUs(lr.s.latencyUs)} · ${lr.s.total} run${lr.s.total === 1 ? '' : 's'}</div></div>`;
-    }
     return `<span class="stripe"></span>` +
       `<div class="two"><div class="name" title="${esc(t.name)}">${esc(t.name)}</div><div class="labels">${labels}</div></div>` +
-      `<span class="phase ${t.phase}">${t.phase}</span>` +
-      `<span class="c">${yesNo(t.started, 'started')}</span>` +
-      `<span class="c">${yesNo(t.live, 'live')}</span>` +
-      `<span class="c">${yesNo(t.ready, 'ready')}</span>` +
-      PROBES.map((type) => probeCell(t, type)).join('') +
-      msg;
+      stateCell(t) +
+      timelineCell(t) +
+      st.probes.map((type) => probeCell(t, type)).join('') +
+      `<div class="message">${messageCell(t)}</div>`;
   }
 
   // ---------- state ----------
@@ -178,7 +370,7 @@
   }
 
   // put adds or replaces a target from a server view, keeping the page's
-  // own fields (stats, highlight).
+  // own fields (stats, highlight, timeline).
   function put(view) {
     const old = st.targets.get(view.name);
     const t = view;
@@ -186,6 +378,7 @@
     if (old) {
       t.stats = old.stats;
       t.flashUntil = old.flashUntil;
+      t.tl = old.tl;
     } else {
       const i = indexOfName(t.name);
       st.names.splice(i, 0, t.name);
@@ -208,6 +401,7 @@
 
   function applyEvent(ev) {
     let t = st.targets.get(ev.name);
+    const before = t ? timelineState(t) : undefined;
     switch (ev.kind) {
       case 'transition':
       case 'initialized':
@@ -224,13 +418,23 @@
         t.live = ev.live;
         t.ready = ev.ready;
         t.rev = ev.rev;
+        noteState(t, ev.time, before);
         break;
       case 'deleted':
         remove(ev.name);
         break;
-      default: // created, updated, reset, terminating: the whole target
+      case 'created':
+        if (!ev.target) break;
+        remove(ev.name); // a new target by that name: a new timeline
+        t = put(ev.target);
+        t.tl = { changes: [], created: ev.time };
+        noteState(t, ev.time, undefined);
+        flash(t);
+        break;
+      default: // updated, reset, terminating: the whole target
         if (!ev.target) break;
         t = put(ev.target);
+        noteState(t, ev.time, before);
         if (ev.kind !== 'updated') flash(t);
     }
     if (ev.kind !== 'initialized') {
@@ -257,6 +461,21 @@
     s.last = ev.time;
     s.results = (s.results + ev.to[0]).slice(-16);
     s.latencies = s.latencies.concat(ev.latencyUs).slice(-16);
+  }
+
+  // applyRecent takes the recent past a new stream sends after its
+  // snapshot: the feed's latest events and the readiness timelines.
+  function applyRecent(d) {
+    st.skew = Date.now() - d.to;
+    st.windowMs = Math.max(1000, d.to - d.from);
+    for (const t of st.targets.values()) {
+      const tl = d.timelines[t.name];
+      t.tl = tl ? { changes: tl.changes, start: tl.start, created: tl.created || 0 } : { changes: [] };
+    }
+    st.feed = d.events.filter((ev) => ev.kind !== 'initialized').reverse().slice(0, FEED_MAX);
+    feedTop = -1; // the feed is drawn anew, without highlights
+    st.dirty.feed = true;
+    st.dirty.head = true;
   }
 
   function invalidate() {
@@ -311,6 +530,7 @@
         st.dirty.feed = true;
       }
     });
+    on('recent', applyRecent);
     on('events', (d) => {
       for (const ev of d.events) applyEvent(ev);
       st.revision = Math.max(st.revision, d.revision);
@@ -330,8 +550,8 @@
     if (!st.frame) st.frame = requestAnimationFrame(render);
   }
 
-  function passes(t) {
-    if (st.state !== 'all' && stateOf(t) !== st.state) return false;
+  // matches reports whether t passes the text filter.
+  function matches(t) {
     for (const tok of st.tokens) if (!t.key.includes(tok)) return false;
     return true;
   }
@@ -342,31 +562,51 @@
     if (d.shown) {
       st.shown = (st.state === 'all' && st.tokens.length === 0)
         ? st.names
-        : st.names.filter((n) => passes(st.targets.get(n)));
+        : st.names.filter((n) => {
+          const t = st.targets.get(n);
+          return (st.state === 'all' || stateOf(t) === st.state) && matches(t);
+        });
       d.shown = false;
       d.rows = true;
     }
     if (d.counts) { renderCounts(); d.counts = false; }
+    if (d.head) { renderHead(); d.head = false; d.rows = true; }
     if (d.rows) { renderRows(); d.rows = false; }
     if (d.feed) { renderFeed(); d.feed = false; }
     if (d.detail && st.selected) { renderDetail(); }
     d.detail = false;
   }
 
+  // renderCounts counts the targets that pass the text filter (the chips
+  // say how many of those are ready, not ready, terminating) and finds
+  // the probe types to show as columns.
   function renderCounts() {
+    let all = 0;
     let ready = 0;
     let terminating = 0;
+    const has = { startup: false, liveness: false, readiness: false };
     for (const t of st.targets.values()) {
+      if (t.probes) for (const type of PROBES) if (t.probes[type]) has[type] = true;
+      if (st.tokens.length && !matches(t)) continue;
+      all++;
       if (t.phase === 'terminating') terminating++;
       else if (t.ready) ready++;
     }
-    const all = st.targets.size;
+    const notReady = all - ready - terminating;
     $('n-all').textContent = all;
     $('n-ready').textContent = ready;
-    $('n-notready').textContent = all - ready - terminating;
+    $('n-notready').textContent = notReady;
     $('n-terminating').textContent = terminating;
-    document.title = `${all - ready - terminating ? `(${all - ready - terminating} not ready) ` : ''}probed · status`;
-    els.foot.innerHTML = `<span>revision ${st.revision}</span><span>showing ${st.shown.length} of ${all}</span>` +
+    const probes = PROBES.filter((type) => has[type]);
+    if (probes.join() !== st.probes.join() || !els.head.childElementCount) {
+      st.probes = probes;
+      st.dirty.head = true;
+    }
+    let down = 0;
+    for (const t of st.targets.values()) if (t.phase !== 'terminating' && !t.ready) down++;
+    document.title = `${down ? `(${down} not ready) ` : ''}probed · status`;
+    const filtered = st.tokens.length ? ` (${all} match the filter)` : '';
+    els.foot.innerHTML = `<span>revision ${st.revision}</span><span>showing ${st.shown.length} of ${st.targets.size}${filtered}</span>` +
       `<span>${st.loaded ? `watching since ${clock(st.since)}` : 'loading…'}</span>`;
   }
 
@@ -407,6 +647,13 @@
     }
   }
 
+  // readyBadge is the ready / not ready badge of an event that can change
+  // readiness; liveness events and first passes cannot, and wear none.
+  function readyBadge(ev) {
+    if (ev.kind === 'deleted' || ev.kind === 'initialized' || ev.probe === 'liveness') return '';
+    return `<span class="pill ${ev.ready ? 'ready' : 'notready'}">${ev.ready ? 'ready' : 'not ready'}</span>`;
+  }
+
   function eventHTML(ev, withName) {
     let what;
     if (ev.kind === 'transition') {
@@ -417,28 +664,28 @@
       const reason = ev.reason && ev.reason !== 'Probe' && ev.reason.toLowerCase() !== ev.kind ? ` (${esc(ev.reason)})` : '';
       what = `<span class="kind">${ev.kind}${reason}</span>`;
     }
-    const state = ev.kind === 'deleted' ? '' : `<span class="pill ${ev.ready ? 'ready' : 'notready'}">${ev.ready ? 'ready' : 'not ready'}</span>`;
-    return `<div><span class="when">${clock(ev.time)}</span>${withName ? `<span class="who">${esc(ev.name)}</span>` : `<span class="kind">rev ${ev.rev}</span>`}</div>` +
-      `<div class="what">${what}${state}</div>` +
+    return `<div class="evhead"><span class="when">${clock(ev.time)}</span>${withName ? `<span class="who">${esc(ev.name)}</span>` : `<span class="kind">rev ${ev.rev}</span>`}${readyBadge(ev)}</div>` +
+      `<div class="what">${what}</div>` +
       (ev.message ? `<div class="evmsg" title="${esc(ev.message)}">${esc(ev.message)}</div>` : '');
   }
 
   // renderFeed prepends the events newer than those shown (so the ones
   // shown keep their place and their arrival highlight) and trims the end.
-  let feedTop = -1; // revision of the newest event shown; -1: none yet
+  let feedTop = -1; // revision of the newest event shown; -1: none yet (draw anew)
   function renderFeed() {
     let html = '';
+    const fresh = feedTop < 0;
     for (const ev of st.feed) {
       if (ev.rev <= feedTop) break;
-      html += `<li class="ev${feedTop >= 0 ? ' new' : ''}" data-name="${esc(ev.name)}">${eventHTML(ev, true)}</li>`;
+      html += `<li class="ev${fresh ? '' : ' new'}" data-name="${esc(ev.name)}">${eventHTML(ev, true)}</li>`;
     }
     if (html) {
-      if (feedTop < 0) els.feed.textContent = '';
+      if (fresh) els.feed.textContent = '';
       els.feed.insertAdjacentHTML('afterbegin', html);
       feedTop = st.feed[0].rev;
-      while (els.feed.children.length > 100) els.feed.lastElementChild.remove();
-    } else if (feedTop < 0) {
-      els.feed.innerHTML = `<li class="muted">${st.loaded ? 'No transitions since the page was opened.' : 'loading…'}</li>`;
+      while (els.feed.children.length > FEED_MAX) els.feed.lastElementChild.remove();
+    } else if (fresh) {
+      els.feed.innerHTML = `<li class="muted">${st.loaded ? 'No transitions in the retained history yet.' : 'loading…'}</li>`;
     }
   }
 
@@ -484,13 +731,31 @@
     invalidate();
   }
 
+  // detailTimeline draws the selected target's readiness over the window
+  // with a time axis and lists its changes.
+  function detailTimeline(t) {
+    const now = serverNow();
+    const from = now - st.windowMs;
+    const { svg, flips } = timeline(t, from, now, 600, 22, 'tl big');
+    const ticks = []; // placed by app.css (.axis span:nth-child)
+    const step = st.windowMs / 5;
+    for (let i = 0; i <= 5; i++) ticks.push(`<span>${i === 5 ? 'now' : `−${span(st.windowMs - i * step)}`}</span>`);
+    const changes = (t.tl ? t.tl.changes : []).filter(([when]) => when >= from).slice(-8).reverse();
+    const list = changes.map(([when, s]) => `<li><span class="when">${clock(when)}</span><span class="dot ${STATE_CLASS[s]}"></span>${STATE_NAME[s]}</li>`).join('');
+    return `${svg}<div class="axis">${ticks.join('')}</div>` +
+      `<div class="tl-caption">${timelineCaption(t, flips, now)}</div>` +
+      (list ? `<ol class="changes">${list}</ol>` : '<p class="muted">No change of readiness in this window.</p>');
+  }
+
   function renderDetail() {
     const name = st.selected;
     const t = st.targets.get(name);
     const state = t ? stateOf(t) : '';
     els.dName.innerHTML = `<span>${esc(name)}</span>${t ? `<span class="pill ${state}">${STATE_TEXT[state]}</span>` : '<span class="pill unknown">not found</span>'}`;
+    els.dWindow.textContent = `last ${span(st.windowMs)}`;
     if (!t) {
       els.dStatus.innerHTML = '<p class="muted">This target does not exist (any more).</p>';
+      els.dTimeline.innerHTML = '';
     } else {
       let labels = '';
       if (t.labels) for (const k of Object.keys(t.labels).sort()) labels += `<span class="label">${esc(k)}=${esc(t.labels[k])}</span>`;
@@ -508,6 +773,7 @@
           `<td>${sparkline(s, 128, 26)}<div class="small-muted">${s.total ? `last ${fmtUs(s.latencyUs)}` : ''}</div></td></tr>`;
         if (s.message) probes += `<tr><td></td><td colspan="5" class="pmsg">${esc(s.message)}</td></tr>`;
       }
+      const yesNo = (v, what) => (v ? `<span class="yes" title="${what}">✓</span>` : `<span class="no" title="not ${what}">✗</span>`);
       els.dStatus.innerHTML = `<div class="kv">` +
         `<div><span class="k">Phase</span><span class="phase ${t.phase}">${t.phase}</span></div>` +
         `<div><span class="k">Started · Live · Ready</span><span>${yesNo(t.started, 'started')} ${yesNo(t.live, 'live')} ${yesNo(t.ready, 'ready')}</span></div>` +
@@ -516,6 +782,7 @@
         `<div><span class="k">Labels</span><span>${labels || '—'}</span></div></div>` +
         (probes ? `<table class="probes"><thead><tr><th>Probe</th><th>Result</th><th>Period</th><th>Thresholds</th><th>Runs</th><th>Recent latency</th></tr></thead><tbody>${probes}</tbody></table>`
           : '<p class="muted">No probes: the target is ready while it is active.</p>');
+      els.dTimeline.innerHTML = detailTimeline(t);
     }
     if (st.detailEvents) {
       els.dEvents.innerHTML = st.detailEvents.length
@@ -542,6 +809,21 @@
     els.list.scrollTop = 0;
     invalidate();
   }
+
+  // The transitions panel: shown unless the user hid it, or the window is
+  // too narrow for it and the table (then it opens over the list).
+  const FEED_KEY = 'probed.feed';
+  function setFeed(shown, remember) {
+    document.body.classList.toggle('feed-hidden', !shown);
+    els.feedToggle.setAttribute('aria-pressed', String(shown));
+    if (remember) try { localStorage.setItem(FEED_KEY, shown ? 'shown' : 'hidden'); } catch (e) { /* private mode */ }
+    st.dirty.rows = true;
+    schedule();
+  }
+  let feedPref = null;
+  try { feedPref = localStorage.getItem(FEED_KEY); } catch (e) { /* private mode */ }
+  setFeed(feedPref ? feedPref === 'shown' : window.innerWidth >= 1180, false);
+  els.feedToggle.addEventListener('click', () => setFeed(document.body.classList.contains('feed-hidden'), true));
 
   els.filter.addEventListener('input', () => setFilter(els.filter.value.trim()));
   for (const b of document.querySelectorAll('.count')) b.addEventListener('click', () => setState(b.dataset.state));
@@ -570,8 +852,13 @@
       else if (document.activeElement === els.filter) { els.filter.value = ''; setFilter(''); }
     }
   });
-  // "ago" texts in the detail panel.
-  setInterval(() => { if (st.selected) { st.dirty.detail = true; schedule(); } }, 1000);
+  // Timelines slide and "ago" texts age: redraw what is on screen.
+  setInterval(() => {
+    pruneTimelines();
+    st.dirty.rows = true;
+    st.dirty.detail = Boolean(st.selected);
+    schedule();
+  }, TICK_MS);
 
   const q = new URLSearchParams(location.search).get('q');
   if (q) { els.filter.value = q; setFilter(q); }

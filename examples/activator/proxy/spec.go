@@ -1,8 +1,7 @@
 package proxy
 
 import (
-	"time"
-
+	"github.com/probed/probed/client"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -38,26 +37,9 @@ func Target(b Backend, o Options) (*probev1.Target, error) {
 		}},
 		FailureThreshold: o.FailureThreshold,
 	}
-	p.PeriodSeconds, p.PeriodMilliseconds = durationFields(o.Period)
-	p.TimeoutSeconds, p.TimeoutMilliseconds = durationFields(o.Timeout)
-	s, ms := durationFields(o.InitialPeriod)
+	p.PeriodSeconds, p.PeriodMilliseconds = client.ProbeDuration(o.Period)
+	p.TimeoutSeconds, p.TimeoutMilliseconds = client.ProbeDuration(o.Timeout)
+	s, ms := client.ProbeDuration(o.InitialPeriod)
 	p.InitialPeriodSeconds, p.InitialPeriodMilliseconds = &s, ms
 	return &probev1.Target{Name: b.Name, Labels: o.Labels, ReadinessProbe: p}, nil
-}
-
-// durationFields splits d (a whole number of milliseconds, > 0) into the
-// seconds and milliseconds fields of a probe (KEP-3066). The seconds part
-// is never 0, because probed, like Kubernetes, defaults a period of 0 to
-// 10 s and a timeout of 0 to 1 s before adding the milliseconds: 50 ms
-// is 1 s - 950 ms, 1.5 s is 1 s + 500 ms.
-func durationFields(d time.Duration) (seconds int32, milliseconds *int32) {
-	s := int32(d / time.Second)
-	ms := int32(d % time.Second / time.Millisecond)
-	if s == 0 {
-		s, ms = 1, ms-1000
-	}
-	if ms == 0 {
-		return s, nil
-	}
-	return s, &ms
 }

@@ -74,6 +74,70 @@ func (Scheme) EnumDescriptor() ([]byte, []int) {
 	return file_probe_v1_probe_proto_rawDescGZIP(), []int{0}
 }
 
+// ErrorReason is the reason of the google.rpc.ErrorInfo detail that probed
+// attaches to some errors, with the domain "probed.dev". ErrorInfo.reason
+// is the value's name, e.g. "WATCHER_TOO_SLOW" (without a prefix, as
+// google.rpc.ErrorInfo asks), and its metadata holds the revisions named
+// below, in decimal. Clients compare the reason with the value's name
+// (probev1.ErrorReason_WATCHER_TOO_SLOW.String() in Go).
+type ErrorReason int32
+
+const (
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// buf:lint:ignore ENUM_VALUE_PREFIX
+	// Watch, OutOfRange: since_revision is older than the retained history.
+	// Metadata: "requested_revision", and "oldest_revision", the oldest
+	// revision a watch can still start from (or start with a snapshot).
+	ErrorReason_REVISION_COMPACTED ErrorReason = 1
+	// buf:lint:ignore ENUM_VALUE_PREFIX
+	// Watch, ResourceExhausted: the client fell too far behind the live
+	// events and the server ended the stream. Nothing was lost: metadata
+	// "last_revision" is the last revision sent, and "resume_revision" the
+	// since_revision to watch again from.
+	ErrorReason_WATCHER_TOO_SLOW ErrorReason = 2
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0: "ERROR_REASON_UNSPECIFIED",
+		1: "REVISION_COMPACTED",
+		2: "WATCHER_TOO_SLOW",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED": 0,
+		"REVISION_COMPACTED":       1,
+		"WATCHER_TOO_SLOW":         2,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_probe_v1_probe_proto_enumTypes[1].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_probe_v1_probe_proto_enumTypes[1]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{1}
+}
+
 // ProbeType names one of a target's probes.
 type ProbeType int32
 
@@ -111,11 +175,11 @@ func (x ProbeType) String() string {
 }
 
 func (ProbeType) Descriptor() protoreflect.EnumDescriptor {
-	return file_probe_v1_probe_proto_enumTypes[1].Descriptor()
+	return file_probe_v1_probe_proto_enumTypes[2].Descriptor()
 }
 
 func (ProbeType) Type() protoreflect.EnumType {
-	return &file_probe_v1_probe_proto_enumTypes[1]
+	return &file_probe_v1_probe_proto_enumTypes[2]
 }
 
 func (x ProbeType) Number() protoreflect.EnumNumber {
@@ -124,7 +188,7 @@ func (x ProbeType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProbeType.Descriptor instead.
 func (ProbeType) EnumDescriptor() ([]byte, []int) {
-	return file_probe_v1_probe_proto_rawDescGZIP(), []int{1}
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{2}
 }
 
 // Result is a probe's published result.
@@ -164,11 +228,11 @@ func (x Result) String() string {
 }
 
 func (Result) Descriptor() protoreflect.EnumDescriptor {
-	return file_probe_v1_probe_proto_enumTypes[2].Descriptor()
+	return file_probe_v1_probe_proto_enumTypes[3].Descriptor()
 }
 
 func (Result) Type() protoreflect.EnumType {
-	return &file_probe_v1_probe_proto_enumTypes[2]
+	return &file_probe_v1_probe_proto_enumTypes[3]
 }
 
 func (x Result) Number() protoreflect.EnumNumber {
@@ -177,7 +241,7 @@ func (x Result) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Result.Descriptor instead.
 func (Result) EnumDescriptor() ([]byte, []int) {
-	return file_probe_v1_probe_proto_rawDescGZIP(), []int{2}
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{3}
 }
 
 // Phase is where a target is in its life.
@@ -216,11 +280,11 @@ func (x Phase) String() string {
 }
 
 func (Phase) Descriptor() protoreflect.EnumDescriptor {
-	return file_probe_v1_probe_proto_enumTypes[3].Descriptor()
+	return file_probe_v1_probe_proto_enumTypes[4].Descriptor()
 }
 
 func (Phase) Type() protoreflect.EnumType {
-	return &file_probe_v1_probe_proto_enumTypes[3]
+	return &file_probe_v1_probe_proto_enumTypes[4]
 }
 
 func (x Phase) Number() protoreflect.EnumNumber {
@@ -229,7 +293,7 @@ func (x Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Phase.Descriptor instead.
 func (Phase) EnumDescriptor() ([]byte, []int) {
-	return file_probe_v1_probe_proto_rawDescGZIP(), []int{3}
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{4}
 }
 
 // EventKind says what an event is about.
@@ -288,11 +352,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_probe_v1_probe_proto_enumTypes[4].Descriptor()
+	return file_probe_v1_probe_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_probe_v1_probe_proto_enumTypes[4]
+	return &file_probe_v1_probe_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -301,7 +365,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_probe_v1_probe_proto_rawDescGZIP(), []int{4}
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{5}
 }
 
 // Target is something probed: a container, a backend, a process.
@@ -2792,7 +2856,11 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
-	"\fSCHEME_HTTPS\x10\x02*r\n" +
+	"\fSCHEME_HTTPS\x10\x02*Y\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12REVISION_COMPACTED\x10\x01\x12\x14\n" +
+	"\x10WATCHER_TOO_SLOW\x10\x02*r\n" +
 	"\tProbeType\x12\x1a\n" +
 	"\x16PROBE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROBE_TYPE_STARTUP\x10\x01\x12\x17\n" +
@@ -2839,126 +2907,127 @@ func file_probe_v1_probe_proto_rawDescGZIP() []byte {
 	return file_probe_v1_probe_proto_rawDescData
 }
 
-var file_probe_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_probe_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_probe_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_probe_v1_probe_proto_goTypes = []any{
 	(Scheme)(0),                   // 0: probe.v1.Scheme
-	(ProbeType)(0),                // 1: probe.v1.ProbeType
-	(Result)(0),                   // 2: probe.v1.Result
-	(Phase)(0),                    // 3: probe.v1.Phase
-	(EventKind)(0),                // 4: probe.v1.EventKind
-	(*Target)(nil),                // 5: probe.v1.Target
-	(*Probe)(nil),                 // 6: probe.v1.Probe
-	(*HTTPGetAction)(nil),         // 7: probe.v1.HTTPGetAction
-	(*HTTPHeader)(nil),            // 8: probe.v1.HTTPHeader
-	(*TLSConfig)(nil),             // 9: probe.v1.TLSConfig
-	(*TCPSocketAction)(nil),       // 10: probe.v1.TCPSocketAction
-	(*GRPCAction)(nil),            // 11: probe.v1.GRPCAction
-	(*ExecAction)(nil),            // 12: probe.v1.ExecAction
-	(*Lifecycle)(nil),             // 13: probe.v1.Lifecycle
-	(*LifecycleHandler)(nil),      // 14: probe.v1.LifecycleHandler
-	(*SleepAction)(nil),           // 15: probe.v1.SleepAction
-	(*TargetStatus)(nil),          // 16: probe.v1.TargetStatus
-	(*ProbeStatus)(nil),           // 17: probe.v1.ProbeStatus
-	(*Effective)(nil),             // 18: probe.v1.Effective
-	(*Outcome)(nil),               // 19: probe.v1.Outcome
-	(*CreateTargetRequest)(nil),   // 20: probe.v1.CreateTargetRequest
-	(*CreateTargetResponse)(nil),  // 21: probe.v1.CreateTargetResponse
-	(*GetTargetRequest)(nil),      // 22: probe.v1.GetTargetRequest
-	(*GetTargetResponse)(nil),     // 23: probe.v1.GetTargetResponse
-	(*ListTargetsRequest)(nil),    // 24: probe.v1.ListTargetsRequest
-	(*ListTargetsResponse)(nil),   // 25: probe.v1.ListTargetsResponse
-	(*UpdateTargetRequest)(nil),   // 26: probe.v1.UpdateTargetRequest
-	(*UpdateTargetResponse)(nil),  // 27: probe.v1.UpdateTargetResponse
-	(*DeleteTargetRequest)(nil),   // 28: probe.v1.DeleteTargetRequest
-	(*DeleteTargetResponse)(nil),  // 29: probe.v1.DeleteTargetResponse
-	(*TriggerProbeRequest)(nil),   // 30: probe.v1.TriggerProbeRequest
-	(*TriggerProbeResponse)(nil),  // 31: probe.v1.TriggerProbeResponse
-	(*ResetTargetRequest)(nil),    // 32: probe.v1.ResetTargetRequest
-	(*ResetTargetResponse)(nil),   // 33: probe.v1.ResetTargetResponse
-	(*Event)(nil),                 // 34: probe.v1.Event
-	(*WatchRequest)(nil),          // 35: probe.v1.WatchRequest
-	(*WatchResponse)(nil),         // 36: probe.v1.WatchResponse
-	nil,                           // 37: probe.v1.Target.LabelsEntry
-	nil,                           // 38: probe.v1.ListTargetsRequest.LabelSelectorEntry
-	nil,                           // 39: probe.v1.WatchRequest.LabelSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 41: google.protobuf.Duration
+	(ErrorReason)(0),              // 1: probe.v1.ErrorReason
+	(ProbeType)(0),                // 2: probe.v1.ProbeType
+	(Result)(0),                   // 3: probe.v1.Result
+	(Phase)(0),                    // 4: probe.v1.Phase
+	(EventKind)(0),                // 5: probe.v1.EventKind
+	(*Target)(nil),                // 6: probe.v1.Target
+	(*Probe)(nil),                 // 7: probe.v1.Probe
+	(*HTTPGetAction)(nil),         // 8: probe.v1.HTTPGetAction
+	(*HTTPHeader)(nil),            // 9: probe.v1.HTTPHeader
+	(*TLSConfig)(nil),             // 10: probe.v1.TLSConfig
+	(*TCPSocketAction)(nil),       // 11: probe.v1.TCPSocketAction
+	(*GRPCAction)(nil),            // 12: probe.v1.GRPCAction
+	(*ExecAction)(nil),            // 13: probe.v1.ExecAction
+	(*Lifecycle)(nil),             // 14: probe.v1.Lifecycle
+	(*LifecycleHandler)(nil),      // 15: probe.v1.LifecycleHandler
+	(*SleepAction)(nil),           // 16: probe.v1.SleepAction
+	(*TargetStatus)(nil),          // 17: probe.v1.TargetStatus
+	(*ProbeStatus)(nil),           // 18: probe.v1.ProbeStatus
+	(*Effective)(nil),             // 19: probe.v1.Effective
+	(*Outcome)(nil),               // 20: probe.v1.Outcome
+	(*CreateTargetRequest)(nil),   // 21: probe.v1.CreateTargetRequest
+	(*CreateTargetResponse)(nil),  // 22: probe.v1.CreateTargetResponse
+	(*GetTargetRequest)(nil),      // 23: probe.v1.GetTargetRequest
+	(*GetTargetResponse)(nil),     // 24: probe.v1.GetTargetResponse
+	(*ListTargetsRequest)(nil),    // 25: probe.v1.ListTargetsRequest
+	(*ListTargetsResponse)(nil),   // 26: probe.v1.ListTargetsResponse
+	(*UpdateTargetRequest)(nil),   // 27: probe.v1.UpdateTargetRequest
+	(*UpdateTargetResponse)(nil),  // 28: probe.v1.UpdateTargetResponse
+	(*DeleteTargetRequest)(nil),   // 29: probe.v1.DeleteTargetRequest
+	(*DeleteTargetResponse)(nil),  // 30: probe.v1.DeleteTargetResponse
+	(*TriggerProbeRequest)(nil),   // 31: probe.v1.TriggerProbeRequest
+	(*TriggerProbeResponse)(nil),  // 32: probe.v1.TriggerProbeResponse
+	(*ResetTargetRequest)(nil),    // 33: probe.v1.ResetTargetRequest
+	(*ResetTargetResponse)(nil),   // 34: probe.v1.ResetTargetResponse
+	(*Event)(nil),                 // 35: probe.v1.Event
+	(*WatchRequest)(nil),          // 36: probe.v1.WatchRequest
+	(*WatchResponse)(nil),         // 37: probe.v1.WatchResponse
+	nil,                           // 38: probe.v1.Target.LabelsEntry
+	nil,                           // 39: probe.v1.ListTargetsRequest.LabelSelectorEntry
+	nil,                           // 40: probe.v1.WatchRequest.LabelSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_probe_v1_probe_proto_depIdxs = []int32{
-	37, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
-	6,  // 1: probe.v1.Target.startup_probe:type_name -> probe.v1.Probe
-	6,  // 2: probe.v1.Target.liveness_probe:type_name -> probe.v1.Probe
-	6,  // 3: probe.v1.Target.readiness_probe:type_name -> probe.v1.Probe
-	13, // 4: probe.v1.Target.lifecycle:type_name -> probe.v1.Lifecycle
-	16, // 5: probe.v1.Target.status:type_name -> probe.v1.TargetStatus
-	7,  // 6: probe.v1.Probe.http_get:type_name -> probe.v1.HTTPGetAction
-	10, // 7: probe.v1.Probe.tcp_socket:type_name -> probe.v1.TCPSocketAction
-	11, // 8: probe.v1.Probe.grpc:type_name -> probe.v1.GRPCAction
-	12, // 9: probe.v1.Probe.exec:type_name -> probe.v1.ExecAction
+	38, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
+	7,  // 1: probe.v1.Target.startup_probe:type_name -> probe.v1.Probe
+	7,  // 2: probe.v1.Target.liveness_probe:type_name -> probe.v1.Probe
+	7,  // 3: probe.v1.Target.readiness_probe:type_name -> probe.v1.Probe
+	14, // 4: probe.v1.Target.lifecycle:type_name -> probe.v1.Lifecycle
+	17, // 5: probe.v1.Target.status:type_name -> probe.v1.TargetStatus
+	8,  // 6: probe.v1.Probe.http_get:type_name -> probe.v1.HTTPGetAction
+	11, // 7: probe.v1.Probe.tcp_socket:type_name -> probe.v1.TCPSocketAction
+	12, // 8: probe.v1.Probe.grpc:type_name -> probe.v1.GRPCAction
+	13, // 9: probe.v1.Probe.exec:type_name -> probe.v1.ExecAction
 	0,  // 10: probe.v1.HTTPGetAction.scheme:type_name -> probe.v1.Scheme
-	8,  // 11: probe.v1.HTTPGetAction.http_headers:type_name -> probe.v1.HTTPHeader
-	9,  // 12: probe.v1.HTTPGetAction.tls:type_name -> probe.v1.TLSConfig
-	9,  // 13: probe.v1.GRPCAction.tls:type_name -> probe.v1.TLSConfig
-	14, // 14: probe.v1.Lifecycle.pre_stop:type_name -> probe.v1.LifecycleHandler
-	15, // 15: probe.v1.LifecycleHandler.sleep:type_name -> probe.v1.SleepAction
-	3,  // 16: probe.v1.TargetStatus.phase:type_name -> probe.v1.Phase
-	17, // 17: probe.v1.TargetStatus.startup:type_name -> probe.v1.ProbeStatus
-	17, // 18: probe.v1.TargetStatus.liveness:type_name -> probe.v1.ProbeStatus
-	17, // 19: probe.v1.TargetStatus.readiness:type_name -> probe.v1.ProbeStatus
-	40, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
-	40, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
-	40, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
-	2,  // 23: probe.v1.ProbeStatus.result:type_name -> probe.v1.Result
-	18, // 24: probe.v1.ProbeStatus.effective:type_name -> probe.v1.Effective
-	40, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
-	40, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
-	41, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
-	41, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
-	41, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
-	41, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
-	41, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
-	2,  // 32: probe.v1.Outcome.result:type_name -> probe.v1.Result
-	41, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
-	40, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
-	5,  // 35: probe.v1.CreateTargetRequest.target:type_name -> probe.v1.Target
-	5,  // 36: probe.v1.CreateTargetResponse.target:type_name -> probe.v1.Target
-	5,  // 37: probe.v1.GetTargetResponse.target:type_name -> probe.v1.Target
-	38, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
-	5,  // 39: probe.v1.ListTargetsResponse.targets:type_name -> probe.v1.Target
-	5,  // 40: probe.v1.UpdateTargetRequest.target:type_name -> probe.v1.Target
-	5,  // 41: probe.v1.UpdateTargetResponse.target:type_name -> probe.v1.Target
-	5,  // 42: probe.v1.DeleteTargetResponse.target:type_name -> probe.v1.Target
-	1,  // 43: probe.v1.TriggerProbeRequest.probe_type:type_name -> probe.v1.ProbeType
-	19, // 44: probe.v1.TriggerProbeResponse.outcome:type_name -> probe.v1.Outcome
-	17, // 45: probe.v1.TriggerProbeResponse.status:type_name -> probe.v1.ProbeStatus
-	5,  // 46: probe.v1.ResetTargetResponse.target:type_name -> probe.v1.Target
-	40, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
-	4,  // 48: probe.v1.Event.kind:type_name -> probe.v1.EventKind
-	1,  // 49: probe.v1.Event.probe_type:type_name -> probe.v1.ProbeType
-	2,  // 50: probe.v1.Event.from:type_name -> probe.v1.Result
-	2,  // 51: probe.v1.Event.to:type_name -> probe.v1.Result
-	41, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
-	5,  // 53: probe.v1.Event.target:type_name -> probe.v1.Target
-	39, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
-	4,  // 55: probe.v1.WatchRequest.kinds:type_name -> probe.v1.EventKind
-	34, // 56: probe.v1.WatchResponse.events:type_name -> probe.v1.Event
-	20, // 57: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
-	22, // 58: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
-	24, // 59: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
-	26, // 60: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
-	28, // 61: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
-	30, // 62: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
-	32, // 63: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
-	35, // 64: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
-	21, // 65: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
-	23, // 66: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
-	25, // 67: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
-	27, // 68: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
-	29, // 69: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
-	31, // 70: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
-	33, // 71: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
-	36, // 72: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
+	9,  // 11: probe.v1.HTTPGetAction.http_headers:type_name -> probe.v1.HTTPHeader
+	10, // 12: probe.v1.HTTPGetAction.tls:type_name -> probe.v1.TLSConfig
+	10, // 13: probe.v1.GRPCAction.tls:type_name -> probe.v1.TLSConfig
+	15, // 14: probe.v1.Lifecycle.pre_stop:type_name -> probe.v1.LifecycleHandler
+	16, // 15: probe.v1.LifecycleHandler.sleep:type_name -> probe.v1.SleepAction
+	4,  // 16: probe.v1.TargetStatus.phase:type_name -> probe.v1.Phase
+	18, // 17: probe.v1.TargetStatus.startup:type_name -> probe.v1.ProbeStatus
+	18, // 18: probe.v1.TargetStatus.liveness:type_name -> probe.v1.ProbeStatus
+	18, // 19: probe.v1.TargetStatus.readiness:type_name -> probe.v1.ProbeStatus
+	41, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
+	41, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
+	41, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
+	3,  // 23: probe.v1.ProbeStatus.result:type_name -> probe.v1.Result
+	19, // 24: probe.v1.ProbeStatus.effective:type_name -> probe.v1.Effective
+	41, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
+	41, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
+	42, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
+	42, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
+	42, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
+	42, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
+	42, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
+	3,  // 32: probe.v1.Outcome.result:type_name -> probe.v1.Result
+	42, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
+	41, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
+	6,  // 35: probe.v1.CreateTargetRequest.target:type_name -> probe.v1.Target
+	6,  // 36: probe.v1.CreateTargetResponse.target:type_name -> probe.v1.Target
+	6,  // 37: probe.v1.GetTargetResponse.target:type_name -> probe.v1.Target
+	39, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
+	6,  // 39: probe.v1.ListTargetsResponse.targets:type_name -> probe.v1.Target
+	6,  // 40: probe.v1.UpdateTargetRequest.target:type_name -> probe.v1.Target
+	6,  // 41: probe.v1.UpdateTargetResponse.target:type_name -> probe.v1.Target
+	6,  // 42: probe.v1.DeleteTargetResponse.target:type_name -> probe.v1.Target
+	2,  // 43: probe.v1.TriggerProbeRequest.probe_type:type_name -> probe.v1.ProbeType
+	20, // 44: probe.v1.TriggerProbeResponse.outcome:type_name -> probe.v1.Outcome
+	18, // 45: probe.v1.TriggerProbeResponse.status:type_name -> probe.v1.ProbeStatus
+	6,  // 46: probe.v1.ResetTargetResponse.target:type_name -> probe.v1.Target
+	41, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
+	5,  // 48: probe.v1.Event.kind:type_name -> probe.v1.EventKind
+	2,  // 49: probe.v1.Event.probe_type:type_name -> probe.v1.ProbeType
+	3,  // 50: probe.v1.Event.from:type_name -> probe.v1.Result
+	3,  // 51: probe.v1.Event.to:type_name -> probe.v1.Result
+	42, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
+	6,  // 53: probe.v1.Event.target:type_name -> probe.v1.Target
+	40, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
+	5,  // 55: probe.v1.WatchRequest.kinds:type_name -> probe.v1.EventKind
+	35, // 56: probe.v1.WatchResponse.events:type_name -> probe.v1.Event
+	21, // 57: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
+	23, // 58: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
+	25, // 59: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
+	27, // 60: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
+	29, // 61: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
+	31, // 62: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
+	33, // 63: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
+	36, // 64: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
+	22, // 65: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
+	24, // 66: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
+	26, // 67: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
+	28, // 68: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
+	30, // 69: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
+	32, // 70: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
+	34, // 71: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
+	37, // 72: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
 	65, // [65:73] is the sub-list for method output_type
 	57, // [57:65] is the sub-list for method input_type
 	57, // [57:57] is the sub-list for extension type_name
@@ -2987,7 +3056,7 @@ func file_probe_v1_probe_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_probe_v1_probe_proto_rawDesc), len(file_probe_v1_probe_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -1,0 +1,372 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/engine/timeout"
+	"github.com/probed/probed/engine/wheel"
+)
+
+// maxIdleWorkers bounds the probe goroutines kept waiting for work.
+const maxIdleWorkers = 256
+
+// executor runs probes. Every run of a probe goes through it — the timer
+// wheel's fires, the first run when a probe starts, and triggers — so one
+// type decides when a probe may run:
+//
+//   - a probe never overlaps itself: runner.busy is its one busy flag; a
+//     due fire of a busy probe is skipped and counted, a trigger joins the
+//     run in progress;
+//   - at most maxInflight runs are in progress; beyond it a due fire is
+//     skipped and counted, a trigger fails with ErrResourceExhausted;
+//   - every run is waited for: shutdown returns once none is in progress,
+//     and none starts after it;
+//   - wheel IDs are allocated here, within the wheel's capacity, so a
+//     probe that could never be scheduled is refused when its target is
+//     created; scheduling errors are returned, never dropped.
+//
+// A run is one step (Engine.step) on a pooled goroutine.
+type executor struct {
+	clock       clockwork.Clock
+	epoch       time.Time // runner.firstDue counts from it
+	wheel       *wheel.Wheel
+	step        func(ctx context.Context, r *runner, gen uint64)
+	maxInflight int64
+	// capacity is the number of probes that can have an ID (the wheel's
+	// MaxID+1; tests lower it).
+	capacity int
+
+	// inflight counts runs started and not finished; closed refuses new
+	// ones. shutdown sets closed, then waits on drained until inflight is
+	// 0.
+	inflight atomic.Int64
+	closed   atomic.Bool
+	drained  chan struct{}
+
+	poolMu    sync.Mutex // guards pool
+	pool      *pool      // set by begin
+	stopWheel context.CancelFunc
+	drivers   sync.WaitGroup // the wheel's Run
+
+	mu    sync.RWMutex // guards slots and free
+	slots []*runner    // by wheel.ID
+	free  []wheel.ID
+
+	// cancelling counts runs cancelled (their timeout passed, or their
+	// probe was stopped) that have not ended yet.
+	cancelling atomic.Int64
+
+	skippedOverlap atomic.Uint64 // a due fire found its probe running
+	skippedBusy    atomic.Uint64 // a due fire found maxInflight runs in progress
+	scheduleErrors atomic.Uint64 // schedules the wheel refused
+}
+
+func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *runner, uint64)) *executor {
+	x := &executor{
+		clock:       clock,
+		epoch:       clock.Now(),
+		step:        step,
+		maxInflight: int64(o.MaxInflight),
+		capacity:    int(wheel.MaxID) + 1,
+		drained:     make(chan struct{}, 1),
+	}
+	x.wheel = wheel.New(clock, x.dispatch, wheel.WithTick(o.Tick), wheel.WithShards(o.Shards))
+	return x
+}
+
+// begin starts driving probes: the wheel's drivers hand due fires to
+// dispatch, and runs go to a pool of reused goroutines under ctx. Call
+// shutdown, after ctx is done, to stop.
+func (x *executor) begin(ctx context.Context) {
+	x.poolMu.Lock()
+	x.pool = newPool(maxIdleWorkers, func(j job) { x.step(ctx, j.r, j.gen) })
+	x.poolMu.Unlock()
+	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
+	x.stopWheel = stopWheel
+	x.drivers.Go(func() { _ = x.wheel.Run(wheelCtx) }) // only ErrRunning, and begin is called once
+}
+
+// shutdown stops the wheel, refuses new runs, waits until none is in
+// progress (they end early once begin's ctx is done) and for the pool's
+// workers. No run starts after it returns.
+func (x *executor) shutdown() {
+	if x.stopWheel != nil {
+		x.stopWheel()
+	}
+	x.drivers.Wait()
+	x.closed.Store(true)
+	for x.inflight.Load() != 0 {
+		<-x.drained
+	}
+	x.poolMu.Lock()
+	p := x.pool
+	x.poolMu.Unlock()
+	if p != nil {
+		p.close()
+	}
+}
+
+// acquire counts a run about to start; it reports false (counting
+// nothing) when maxInflight runs are in progress or the executor stopped.
+func (x *executor) acquire() (ok, busy bool) {
+	if x.inflight.Add(1) > x.maxInflight {
+		x.release()
+		return false, true
+	}
+	// closed is read after inflight was raised: shutdown, which sets
+	// closed before it reads inflight, either sees this run or this run
+	// sees closed.
+	if x.closed.Load() {
+		x.release()
+		return false, false
+	}
+	return true, false
+}
+
+// release ends what acquire counted.
+func (x *executor) release() {
+	if x.inflight.Add(-1) == 0 && x.closed.Load() {
+		select {
+		case x.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// start runs r, which the caller marked busy, as generation gen on a
+// pooled goroutine. When it cannot (maxInflight runs in progress, or the
+// executor stopped) it clears busy and returns the reason:
+// ErrResourceExhausted or ErrClosed.
+func (x *executor) start(r *runner, gen uint64) error {
+	ok, busy := x.acquire()
+	if ok {
+		x.poolMu.Lock()
+		p := x.pool
+		x.poolMu.Unlock()
+		if p != nil && p.submit(job{r: r, gen: gen}) {
+			return nil
+		}
+		x.release()
+	}
+	r.busy.Store(false)
+	if busy {
+		return fmt.Errorf("at most %d probes run at once (--max-inflight): %w", x.maxInflight, ErrResourceExhausted)
+	}
+	return ErrClosed
+}
+
+// dispatch starts the probes the wheel found due. It runs on a wheel
+// driver goroutine and never blocks: a probe still running, or one due
+// while maxInflight runs are in progress, is skipped (and counted), never
+// queued.
+func (x *executor) dispatch(fires []wheel.Fire) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, f := range fires {
+		// The wheel's own busy marks are not used: busy is the runner's.
+		x.wheel.Done(f.ID)
+		var r *runner
+		if int(f.ID) < len(x.slots) {
+			r = x.slots[f.ID]
+		}
+		if r == nil || int64(f.Due.Sub(x.epoch)) < r.firstDue.Load() {
+			continue // freed, or a fire of the ID's previous holder
+		}
+		if !r.busy.CompareAndSwap(false, true) {
+			x.skippedOverlap.Add(1)
+			continue
+		}
+		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+			x.skippedBusy.Add(1)
+		}
+	}
+}
+
+// runNow starts a run of r at once, outside the wheel, unless it is
+// running already (or cannot start; the wheel runs it next time).
+func (x *executor) runNow(r *runner) {
+	if r.busy.CompareAndSwap(false, true) {
+		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+			x.skippedBusy.Add(1)
+		}
+	}
+}
+
+// trigger makes the caller wait for a run of r: the run in progress, or a
+// new one started now. The result arrives on the returned channel once the
+// run's outcome was applied. entry.mu held.
+func (x *executor) trigger(r *runner) (<-chan runResult, error) {
+	ch := make(chan runResult, 1)
+	if r.busy.CompareAndSwap(false, true) {
+		if err := x.start(r, r.gen.Load()); err != nil {
+			return nil, err
+		}
+	}
+	r.waiters = append(r.waiters, ch)
+	return ch, nil
+}
+
+// end finishes the run of r that applied (or dropped) out: it tells the
+// waiting triggers, closes the checkers replaced during the run, frees the
+// ID of a retired runner, clears busy and releases what acquire counted.
+// entry.mu held.
+func (x *executor) end(r *runner, res runResult) {
+	for _, w := range r.waiters {
+		w <- res
+	}
+	clear(r.waiters)
+	r.waiters = r.waiters[:0]
+	for _, c := range r.closing {
+		c.Close()
+	}
+	clear(r.closing)
+	r.closing = r.closing[:0]
+	r.run = nil
+	r.busy.Store(false)
+	if r.retired {
+		x.freeID(r)
+	}
+	x.release()
+}
+
+// retire stops r for good: its schedule, its run in progress (cancelled;
+// its outcome will be dropped), its checker (closed now, or when that run
+// ends). Its ID is freed now, or when the run ends. It returns a channel
+// that receives when no run of r is in progress any more (nil if none
+// is). entry.mu held.
+func (x *executor) retire(r *runner) <-chan runResult {
+	if r.retired {
+		return nil
+	}
+	r.retired = true
+	x.unschedule(r)
+	x.interrupt(r)
+	r.replaceChecker(nil)
+	if !r.busy.Load() {
+		x.freeID(r)
+		return nil
+	}
+	ch := make(chan runResult, 1)
+	r.waiters = append(r.waiters, ch)
+	return ch
+}
+
+// runControl cancels one run: at its timeout (expire, on a wheel driver)
+// or when its probe is stopped (stop, under entry.mu). A cancelled run is
+// counted in executor.cancelling until it has ended (finish), so a run
+// that does not stop when told is seen.
+type runControl struct {
+	x      *executor
+	cancel context.CancelCauseFunc
+	done   atomic.Bool // cancelled, or finished
+}
+
+func (c *runControl) expire() { c.stop(timeout.ErrExpired) }
+
+func (c *runControl) stop(cause error) {
+	if c.done.CompareAndSwap(false, true) {
+		c.x.cancelling.Add(1)
+		c.cancel(cause)
+	}
+}
+
+// finish is called once the run has ended (after executor.end).
+func (c *runControl) finish() {
+	if !c.done.CompareAndSwap(false, true) {
+		c.x.cancelling.Add(-1)
+	}
+}
+
+// interrupt drops the outcome of r's run in progress (if any) and of
+// every fire collected before now, and cancels that run. entry.mu held.
+func (x *executor) interrupt(r *runner) {
+	r.gen.Add(1)
+	if r.run != nil {
+		r.run.stop(context.Canceled)
+	}
+}
+
+// alloc gives r a wheel ID; ErrResourceExhausted when every ID is taken.
+func (x *executor) alloc(r *runner) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if n := len(x.free); n > 0 {
+		r.id = x.free[n-1]
+		x.free = x.free[:n-1]
+		x.slots[r.id] = r
+		return nil
+	}
+	if len(x.slots) >= x.capacity {
+		return fmt.Errorf("at most %d probes can be scheduled (the timer wheel's capacity): %w", x.capacity, ErrResourceExhausted)
+	}
+	r.id = wheel.ID(len(x.slots))
+	x.slots = append(x.slots, r)
+	return nil
+}
+
+func (x *executor) freeID(r *runner) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if int(r.id) < len(x.slots) && x.slots[r.id] == r {
+		x.slots[r.id] = nil
+		x.free = append(x.free, r.id)
+	}
+}
+
+// schedule puts r on the wheel: first at first, then every period (first
+// may be in the past: the run is then due at once). entry.mu held.
+func (x *executor) schedule(r *runner, first time.Time, period time.Duration) error {
+	r.firstDue.Store(int64(first.Sub(x.epoch)))
+	return x.scheduled(r, x.wheel.Schedule(r.id, first, period))
+}
+
+// spread puts r on the wheel at a point of [now, now+period) fixed by its
+// ID (no thundering herd when many probes start together), then every
+// period. entry.mu held.
+func (x *executor) spread(r *runner, now time.Time, period time.Duration) error {
+	r.firstDue.Store(int64(now.Sub(x.epoch)))
+	return x.scheduled(r, x.wheel.Spread(r.id, now, period))
+}
+
+// reschedule moves r's next run to next, then every period. entry.mu
+// held.
+func (x *executor) reschedule(r *runner, next time.Time, period time.Duration) error {
+	if !r.scheduled {
+		return nil
+	}
+	return x.scheduled(r, x.wheel.Reschedule(r.id, next, period))
+}
+
+// setPeriod changes r's period keeping its phase. entry.mu held.
+func (x *executor) setPeriod(r *runner, period time.Duration) error {
+	if !r.scheduled {
+		return nil
+	}
+	return x.scheduled(r, x.wheel.Update(r.id, period))
+}
+
+// scheduled records the outcome of a wheel call for r.
+func (x *executor) scheduled(r *runner, err error) error {
+	r.scheduled = err == nil
+	if err != nil {
+		x.scheduleErrors.Add(1)
+		x.wheel.Cancel(r.id)
+		return fmt.Errorf("scheduling the %s probe of target %q: %w", r.typ, r.entry.name, err)
+	}
+	return nil
+}
+
+// unschedule takes r off the wheel. entry.mu held.
+func (x *executor) unschedule(r *runner) {
+	if r.scheduled {
+		x.wheel.Cancel(r.id)
+		r.scheduled = false
+	}
+}

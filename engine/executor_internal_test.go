@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+)
+
+// runEngine runs an engine over store with checkers on a fake clock;
+// before runs on the opened engine before Run.
+func runEngine(t *testing.T, store Store, checkers Checkers, before func(*Engine)) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := Open(ctx, Options{Clock: clockwork.NewFakeClockAt(time.Unix(1e9, 0)), Store: store, Checkers: checkers, Shards: 1})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(e)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return e
+}
+
+func twoProbes(name string) *target.Spec {
+	p := func() *probe.Spec {
+		return &probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: 1}}, PeriodSeconds: 1}
+	}
+	return &target.Spec{Name: name, LivenessProbe: p(), ReadinessProbe: p()}
+}
+
+// TestCreateRefusedBeyondWheelCapacity: a target whose probes the wheel
+// could not hold is refused at create (and an update adding such a probe
+// at update), naming the limit, instead of being registered and never
+// probed; IDs freed by a removal are used again.
+func TestCreateRefusedBeyondWheelCapacity(t *testing.T) {
+	e := runEngine(t, &stubStore{}, &passingCheckers{}, func(e *Engine) { e.exec.capacity = 3 })
+	ctx := context.Background()
+	if _, err := e.Create(ctx, twoProbes("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Create(ctx, twoProbes("b"))
+	if !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 3 probes can be scheduled") {
+		t.Fatalf("Create beyond the capacity = %v, want ErrResourceExhausted naming the limit", err)
+	}
+	if _, err := e.Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(b) after the refused create = %v, want ErrNotFound", err)
+	}
+	if _, err := e.Create(ctx, &target.Spec{Name: "c", ReadinessProbe: twoProbes("").ReadinessProbe}); err != nil {
+		t.Fatalf("Create of a target with the one free ID: %v (the refused create must give its ID back)", err)
+	}
+	upd := twoProbes("c")
+	if _, err := e.Update(ctx, upd); !errors.Is(err, ErrResourceExhausted) {
+		t.Fatalf("Update adding a probe beyond the capacity = %v, want ErrResourceExhausted", err)
+	}
+	if tg, _ := e.Get(ctx, "c"); tg.Spec.LivenessProbe != nil {
+		t.Errorf("the refused update changed the target: %+v", tg.Spec)
+	}
+	if _, err := e.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a removed", func() bool {
+		_, err := e.Get(ctx, "a")
+		return errors.Is(err, ErrNotFound)
+	})
+	if _, err := e.Create(ctx, twoProbes("d")); err != nil {
+		t.Errorf("Create after a removal freed two IDs: %v", err)
+	}
+	if got := e.Stats().ScheduleErrors; got != 0 {
+		t.Errorf("Stats().ScheduleErrors = %d, want 0", got)
+	}
+}
+
+// TestLongestPeriodIsScheduled: every period validation accepts fits the
+// wheel, so no valid probe is silently left unscheduled.
+func TestLongestPeriodIsScheduled(t *testing.T) {
+	e := runEngine(t, &stubStore{}, &passingCheckers{}, nil)
+	ms := int32(999)
+	spec := &target.Spec{Name: "slow", ReadinessProbe: &probe.Spec{
+		Handler:             probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: 1}},
+		PeriodSeconds:       math.MaxInt32,
+		PeriodMilliseconds:  &ms,
+		InitialDelaySeconds: math.MaxInt32,
+	}}
+	if errs := target.Validate(spec, nil, e.targetOptions()); len(errs) > 0 {
+		t.Fatalf("the spec is invalid: %v", errs)
+	}
+	if _, err := e.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.ScheduleErrors != 0 || st.Wheel.Scheduled != 1 {
+		t.Errorf("schedule errors %d, scheduled %d; want 0 and 1", st.ScheduleErrors, st.Wheel.Scheduled)
+	}
+}
+
+// storedStore is a stubStore whose Load returns targets.
+type storedStore struct {
+	stubStore
+	targets []*Target
+}
+
+func (s *storedStore) Load(context.Context) (*Stored, error) {
+	return &Stored{Targets: s.targets, Revision: 10}, nil
+}
+
+// TestStepWithoutRun drives one run of a probe with no Run and no
+// goroutine: the step checks on the caller's goroutine, applies the
+// outcome and submits the change; a stale run checks nothing.
+func TestStepWithoutRun(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	spec := &target.Spec{Name: "web", ReadinessProbe: twoProbes("").ReadinessProbe}
+	stored := &Target{Spec: spec, Status: Status{Phase: Active, CreateTime: now, StartTime: now, Revision: 10}}
+	stored.Status.Probes[probe.Readiness] = ProbeStatus{Present: true, Result: probe.Failure}
+	checkers := &passingCheckers{}
+	e, err := Open(context.Background(), Options{Clock: clockwork.NewFakeClockAt(now), Store: &storedStore{targets: []*Target{stored}}, Checkers: checkers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Own(context.Background(), "web"); err != nil {
+		t.Fatal(err)
+	}
+	en, _ := e.lookup("web")
+	r := en.runners[probe.Readiness]
+
+	begin := func() { // what the executor does before a run
+		r.busy.Store(true)
+		e.exec.acquire()
+	}
+	begin()
+	out, change := e.step(context.Background(), r, r.gen.Load())
+	if out.Result != probe.Success || checkers.runs.Load() != 1 {
+		t.Fatalf("step = %+v after %d checks, want one passing check", out, checkers.runs.Load())
+	}
+	if change == nil || change.Event.Kind != KindTransition || change.Event.To != probe.Success || !change.Event.Ready {
+		t.Fatalf("change = %+v, want the readiness transition to success", change)
+	}
+	if r.busy.Load() {
+		t.Error("the run left the probe busy")
+	}
+	if pending := e.commits.take(); len(pending) != 1 || pending[0].change != change {
+		t.Errorf("submitted %d changes, want the transition", len(pending))
+	}
+
+	if n := e.exec.inflight.Load(); n != 0 {
+		t.Errorf("%d runs in flight after the step", n)
+	}
+	begin()
+	out, change = e.step(context.Background(), r, r.gen.Load()-1) // a fire from before an update
+	if out.Result != probe.Unknown || out.Message != msgRunCancelled || change != nil || checkers.runs.Load() != 1 {
+		t.Errorf("stale step = %+v, change %v, %d checks; want cancelled, nothing checked or changed", out, change, checkers.runs.Load())
+	}
+}

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Over a SharedStore (cluster mode) the engine's view follows the store:
+// every replica's commits, its own included, are published as the store
+// delivers them, and the registry of targets follows too — a target another
+// replica created becomes known here (and owned, when Options.Owns says
+// so), one deleted anywhere is forgotten.
+
+// follow publishes what the shared store delivers, from revision after,
+// until ctx is done. An error means the view can no longer follow the
+// store: the engine stops.
+func (e *Engine) follow(ctx context.Context, after uint64) error {
+	err := e.shared.Follow(ctx, after, func(pos uint64, changes []*Change) {
+		if len(changes) > 0 {
+			e.feed.publish(changes)
+			e.applyFollowed(changes)
+		}
+		e.feed.reach(pos)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("following the store: %w", err)
+	}
+	return nil
+}
+
+// applyFollowed keeps the registry in step with published changes: new
+// targets are registered (and owned when Options.Owns says so), deleted
+// ones forgotten (and disowned). Changes of targets this engine owns are
+// its own (only the owner writes a target after its creation): its entry
+// is ahead of them already.
+func (e *Engine) applyFollowed(changes []*Change) {
+	for _, c := range changes {
+		e.mu.Lock()
+		en := e.targets[c.Name]
+		switch {
+		case c.Delete:
+			if en != nil {
+				delete(e.targets, c.Name)
+				e.countClientLocked(en.status.Client, -1)
+			}
+			e.mu.Unlock()
+			if en != nil {
+				en.mu.Lock()
+				e.disownLocked(en, nil)
+				en.removed = true
+				en.mu.Unlock()
+			}
+		case en == nil && c.Target != nil:
+			en = &entry{name: c.Name, spec: c.Target.Spec, status: c.Target.Status}
+			e.targets[c.Name] = en
+			e.countClientLocked(en.status.Client, 1)
+			e.mu.Unlock()
+			if e.owns(c.Name) {
+				// Just created: its probes start now, as Create's do.
+				e.ownEntry(en, c.Event.Kind != KindCreated)
+			}
+		default:
+			e.mu.Unlock()
+			if en != nil && c.Target != nil {
+				en.mu.Lock()
+				if !en.owned {
+					en.spec, en.status = c.Target.Spec, c.Target.Status
+				}
+				en.mu.Unlock()
+			}
+		}
+	}
+}
+
+// owns reports whether this engine is to probe the named target.
+func (e *Engine) owns(name string) bool {
+	return e.opts.Owns == nil || e.opts.Owns(name)
+}
+
+// Sync waits until the engine's view has caught up with revision rev of
+// its store (a SharedStore: every change up to rev, by any replica, is
+// published here), or ctx is done. A replica that gained shards at
+// revision rev syncs before it takes their targets over, so that it starts
+// from everything their previous owner wrote.
+func (e *Engine) Sync(ctx context.Context, rev uint64) error {
+	return e.feed.waitReached(ctx, rev)
+}
+
+// Heartbeat returns once a one-shot timer of the engine's timer wheel has
+// fired: proof that the scheduler makes progress (cluster mode renews its
+// lease only then, so a replica that is alive but stuck loses its shards).
+// It returns ctx's error if the timer did not fire in time.
+func (e *Engine) Heartbeat(ctx context.Context) error {
+	if err := e.awaitRunning(ctx); err != nil {
+		return err
+	}
+	fired := make(chan struct{})
+	t := e.exec.wheel.After(0, func() { close(fired) })
+	select {
+	case <-fired:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+}

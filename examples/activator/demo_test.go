@@ -1,0 +1,115 @@
+package activator_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/internal/refused"
+)
+
+// TestDemo runs make demo's script on reserved ports: it prints where
+// probed, its status page, the fake pod and the activator are; the status
+// page serves; a request held through the activator reaches the fake pod;
+// Ctrl-C stops everything it started.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo's four programs")
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the demo needs %s", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	ui := refused.Reserve(t).Addr()
+	cmd := exec.CommandContext(ctx, "bash", "demo.sh")
+	cmd.Env = append(os.Environ(),
+		"PROBED_ADDR="+refused.Reserve(t).Addr(),
+		"POD_ADDR="+refused.Reserve(t).Addr(),
+		"ACTIVATOR_ADDR="+refused.Reserve(t).Addr(),
+		"UI_ADDR="+ui,
+		"FLAP=2s",
+	)
+	// The script and the jobs it starts (each in its own group: set -m)
+	// are killed if the test times out; otherwise SIGINT stops them, as
+	// Ctrl-C does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+
+	var out strings.Builder
+	pageURL := ""
+	reached := false
+	for !reached {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the demo ended early: %v\n%s\nstderr:\n%s", cmd.Wait(), out.String(), stderr.String())
+			}
+			out.WriteString(line + "\n")
+			if strings.HasPrefix(line, "status page http://"+ui+"/ ") {
+				pageURL = "http://" + ui + "/"
+			}
+			// The activator held the request until the pod was ready, then
+			// forwarded it (the pod answers "Hello from hello!").
+			reached = strings.HasPrefix(line, "request through the activator: Hello from hello!")
+		case <-ctx.Done():
+			t.Fatalf("no request reached the pod through the activator:\n%s\nstderr:\n%s", out.String(), stderr.String())
+		}
+	}
+	if pageURL == "" {
+		t.Fatalf("the demo did not print the status page's URL http://%s/:\n%s", ui, out.String())
+	}
+	resp, err := http.Get(pageURL)
+	if err != nil {
+		t.Fatalf("GET %s: %v", pageURL, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "probed") {
+		t.Errorf("GET %s: %d %.100s, want the status page", pageURL, resp.StatusCode, body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for line := range lines { // until every job holding stdout is gone
+		out.WriteString(line + "\n")
+	}
+	if err := cmd.Wait(); err != nil && ctx.Err() != nil {
+		t.Fatalf("the demo did not stop on SIGINT: %v", err)
+	}
+	if !strings.Contains(out.String(), "demo stopped") {
+		t.Errorf("after Ctrl-C the output lacks \"demo stopped\":\n%s", out.String())
+	}
+	if resp, err := http.Get(pageURL); err == nil {
+		resp.Body.Close()
+		t.Errorf("the status page still serves after Ctrl-C")
+	}
+}

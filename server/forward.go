@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/probed/probed/engine"
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// Cluster mode: a replica serves the whole API, but only the owner of a
+// target (the replica that probes it) changes its state. UpdateTarget,
+// DeleteTarget, ResetTarget and TriggerProbe of a target another replica
+// owns are forwarded to that replica's advertised address, with the
+// caller's credentials (its authorization header), once: a forwarded call
+// that finds the target owned elsewhere again (ownership moved meanwhile)
+// is Unavailable, and the client retries.
+
+// A Forwarder reaches the replica that owns a target.
+type Forwarder interface {
+	// Owner returns a connection to the replica that owns the named
+	// target and that replica's id, or an error when no replica owns it
+	// now (its shard is changing hands).
+	Owner(ctx context.Context, name string) (conn grpc.ClientConnInterface, replica string, err error)
+}
+
+// Metadata of forwarded calls.
+const (
+	// MetadataForwardedBy names the replica that forwarded a call.
+	MetadataForwardedBy   = "probed-forwarded-by"
+	metadataAuthorization = "authorization"
+)
+
+// retryOwnerless is how long a client is told to wait when a target's
+// owner is changing.
+const retryOwnerless = time.Second
+
+// forward runs call against the owner of name when err says this replica
+// does not own it; otherwise it returns err as a status.
+func forward[R any](ctx context.Context, s *Server, name string, err error, call func(context.Context, probev1.ProbeServiceClient) (R, error)) (R, error) {
+	var zero R
+	if !errors.Is(err, engine.ErrNotOwned) || s.opts.Forwarder == nil {
+		return zero, s.toStatus(err)
+	}
+	in, _ := metadata.FromIncomingContext(ctx)
+	if by := in.Get(MetadataForwardedBy); len(by) > 0 {
+		// Forwarded to us, but we do not own it (any more): no second hop.
+		return zero, unavailable(fmt.Sprintf("target %q changed owner while the call was forwarded by %s; retry", name, by[0]))
+	}
+	conn, replica, ferr := s.opts.Forwarder.Owner(ctx, name)
+	if ferr != nil {
+		return zero, unavailable(fmt.Sprintf("target %q has no owner right now (its shard is changing hands): %v; retry", name, ferr))
+	}
+	out := metadata.Pairs(MetadataForwardedBy, s.opts.ReplicaID)
+	if auth := in.Get(metadataAuthorization); len(auth) > 0 {
+		out.Set(metadataAuthorization, auth...)
+	}
+	resp, err := call(metadata.NewOutgoingContext(ctx, out), probev1.NewProbeServiceClient(conn))
+	if err != nil {
+		s.opts.Logger.Debug("forwarded call failed", "target", name, "owner", replica, "err", err)
+		return zero, err // the owner's status, as it sent it
+	}
+	return resp, nil
+}
+
+// unavailable is an Unavailable status telling the client when to retry.
+func unavailable(msg string) error {
+	return withDetails(codes.Unavailable, msg, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryOwnerless)})
+}
