@@ -132,7 +132,7 @@ func writeDataSet(b *testing.B, dir string, targets, events int) {
 		var changes []*engine.Change
 		for j := i; j < min(i+batch, targets); j++ {
 			c := storetest.Create(storetest.WebSpec(fmt.Sprintf("target-%06d", j)), storetest.Epoch)
-			c.Target.Status.Owner = "alice"
+			c.Target.Status.Client = "alice"
 			changes = append(changes, c)
 			tgs = append(tgs, c.Target)
 		}

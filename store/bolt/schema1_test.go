@@ -76,9 +76,9 @@ func schema1History() []schema1Step {
 	}
 	empty := &target.Spec{Name: "empty", Lifecycle: &target.Lifecycle{}, Labels: map[string]string{"": ""}}
 
-	create := func(spec *target.Spec, ms int, owner string) *engine.Change {
+	create := func(spec *target.Spec, ms int, client string) *engine.Change {
 		c := storetest.Create(spec, s1at(ms))
-		c.Target.Status.Owner = owner
+		c.Target.Status.Client = client
 		return c
 	}
 	web := create(storetest.WebSpec("web"), 0, "alice")

@@ -21,7 +21,7 @@ type benchValue struct {
 func benchValues() []benchValue {
 	web := storetest.Create(storetest.WebSpec("target-000123"), storetest.Epoch)
 	web.SetRevision(123456)
-	web.Target.Status.Owner = "alice"
+	web.Target.Status.Client = "alice"
 	tr := storetest.Transition(web.Target, probe.Readiness, probe.Success, 2, storetest.Epoch.Add(1e9))
 	tr.SetRevision(123457)
 	tcp := storetest.Create(storetest.TCPSpec("target-000124"), storetest.Epoch)

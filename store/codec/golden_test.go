@@ -77,7 +77,7 @@ func jobSpec() *target.Spec {
 // that are not stored.
 func terminating() engine.Status {
 	st := engine.Status{
-		Phase: engine.Terminating, CreateTime: at(0), Owner: "alice", StartTime: at(10), DeleteTime: at(60),
+		Phase: engine.Terminating, CreateTime: at(0), Client: "alice", StartTime: at(10), DeleteTime: at(60),
 		Revision: 1234567,
 	}
 	st.Probes[probe.Startup] = engine.ProbeStatus{Present: true, Result: probe.Success, HasInitialized: true, LastTransitionTime: at(11)}
@@ -91,7 +91,7 @@ func goldens() []golden {
 	web := &engine.Target{Spec: webSpec(), Status: terminating()}
 	created := storetest.Create(webSpec(), at(0))
 	created.SetRevision(41)
-	created.Target.Status.Owner = "alice"
+	created.Target.Status.Client = "alice"
 	tr := storetest.Transition(created.Target, probe.Readiness, probe.Success, 2, at(5))
 	tr.SetRevision(42)
 	tr.Event.Message = "HTTP probe succeeded with statuscode: 200"

@@ -94,7 +94,7 @@ func statusToProto(s *engine.Status) (*storagev1.Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status.phase: %w", err)
 	}
-	m := &storagev1.Status{Phase: phase, Owner: s.Owner}
+	m := &storagev1.Status{Phase: phase, Client: s.Client}
 	if s.Revision != 0 {
 		m.Revision = &s.Revision
 	}
@@ -133,7 +133,7 @@ func statusFromProto(m *storagev1.Status, s *engine.Status, rev uint64) error {
 	*s = engine.Status{
 		Phase:      phase,
 		CreateTime: timeFromProto(m.CreateTimeUnixNano),
-		Owner:      m.Owner,
+		Client:     m.Client,
 		StartTime:  timeFromProto(m.StartTimeUnixNano),
 		DeleteTime: timeFromProto(m.DeleteTimeUnixNano),
 		Revision:   rev,

@@ -1108,9 +1108,10 @@ type Status struct {
 	Liveness           *ProbeStatus `protobuf:"bytes,3,opt,name=liveness" json:"liveness,omitempty"`
 	Readiness          *ProbeStatus `protobuf:"bytes,4,opt,name=readiness" json:"readiness,omitempty"`
 	CreateTimeUnixNano *int64       `protobuf:"fixed64,5,opt,name=create_time_unix_nano,json=createTimeUnixNano" json:"create_time_unix_nano,omitempty"`
-	Owner              string       `protobuf:"bytes,6,opt,name=owner" json:"owner,omitempty"`
-	StartTimeUnixNano  *int64       `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano" json:"start_time_unix_nano,omitempty"`
-	DeleteTimeUnixNano *int64       `protobuf:"fixed64,8,opt,name=delete_time_unix_nano,json=deleteTimeUnixNano" json:"delete_time_unix_nano,omitempty"`
+	// The client identity that created the target (engine.Status.Client).
+	Client             string `protobuf:"bytes,6,opt,name=client" json:"client,omitempty"`
+	StartTimeUnixNano  *int64 `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano" json:"start_time_unix_nano,omitempty"`
+	DeleteTimeUnixNano *int64 `protobuf:"fixed64,8,opt,name=delete_time_unix_nano,json=deleteTimeUnixNano" json:"delete_time_unix_nano,omitempty"`
 	// Absent: 0, or, in an Event's target, the event's revision.
 	Revision      *uint64 `protobuf:"varint,9,opt,name=revision" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1182,9 +1183,9 @@ func (x *Status) GetCreateTimeUnixNano() int64 {
 	return 0
 }
 
-func (x *Status) GetOwner() string {
+func (x *Status) GetClient() string {
 	if x != nil {
-		return x.Owner
+		return x.Client
 	}
 	return ""
 }
@@ -1588,14 +1589,14 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x10LifecycleHandler\x124\n" +
 	"\x05sleep\x18\x01 \x01(\v2\x1e.probed.storage.v1.SleepActionR\x05sleep\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xd1\x03\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xd3\x03\n" +
 	"\x06Status\x12.\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x18.probed.storage.v1.PhaseR\x05phase\x128\n" +
 	"\astartup\x18\x02 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\astartup\x12:\n" +
 	"\bliveness\x18\x03 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\bliveness\x12<\n" +
 	"\treadiness\x18\x04 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\treadiness\x128\n" +
-	"\x15create_time_unix_nano\x18\x05 \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12createTimeUnixNano\x12\x14\n" +
-	"\x05owner\x18\x06 \x01(\tR\x05owner\x126\n" +
+	"\x15create_time_unix_nano\x18\x05 \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12createTimeUnixNano\x12\x16\n" +
+	"\x06client\x18\x06 \x01(\tR\x06client\x126\n" +
 	"\x14start_time_unix_nano\x18\a \x01(\x10B\x05\xaa\x01\x02\b\x01R\x11startTimeUnixNano\x128\n" +
 	"\x15delete_time_unix_nano\x18\b \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12deleteTimeUnixNano\x12!\n" +
 	"\brevision\x18\t \x01(\x04B\x05\xaa\x01\x02\b\x01R\brevision\"\xce\x01\n" +
