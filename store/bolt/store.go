@@ -44,9 +44,8 @@ func (s *Store) Path() string { return s.path }
 // decode, an event whose key is not its revision or is beyond the stored
 // revision, a spec stored under another name or without a status, and a
 // bbolt panic on a damaged page are errors wrapping ErrCorrupt that name
-// the file. A status without a spec (left by
-// a status-only change after a delete; Commit does not write those) is
-// ignored.
+// the file. A status without a spec (left by a status-only change after a
+// delete; Commit does not write those) is ignored.
 func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
