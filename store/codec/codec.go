@@ -102,11 +102,11 @@ func known(m proto.Message, what string) error {
 		if n < 0 {
 			return fmt.Errorf("%s: %w: %w", what, ErrMalformed, protowire.ParseError(n))
 		}
-		m := protowire.ConsumeFieldValue(num, typ, u[n:])
-		if m < 0 {
-			return fmt.Errorf("%s: %w: %w", what, ErrMalformed, protowire.ParseError(m))
+		vn := protowire.ConsumeFieldValue(num, typ, u[n:])
+		if vn < 0 {
+			return fmt.Errorf("%s: %w: %w", what, ErrMalformed, protowire.ParseError(vn))
 		}
-		u = u[n+m:]
+		u = u[n+vn:]
 		if s := fmt.Sprint(num); !slices.Contains(nums, s) {
 			nums = append(nums, s)
 		}
