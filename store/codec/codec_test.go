@@ -68,6 +68,9 @@ func TestUnmarshalRefuses(t *testing.T) {
 		{"UnknownProbeStatusField", func(t *testing.T) []byte {
 			return stored(t, event(&storagev1.Event{Target: &storagev1.Target{Status: &storagev1.Status{Liveness: withUnknown(&storagev1.ProbeStatus{})}}}))
 		}, codec.ErrNewerFormat, "status.liveness"},
+		{"UnknownLabelField", func(t *testing.T) []byte {
+			return stored(t, event(&storagev1.Event{Labels: []*storagev1.Label{{Key: "a"}, withUnknown(&storagev1.Label{Key: "b"})}}))
+		}, codec.ErrNewerFormat, "event.labels"},
 		{"UnknownKind", func(t *testing.T) []byte { return stored(t, &storagev1.Event{Kind: 42}) }, codec.ErrNewerFormat, "event.kind"},
 		{"UnknownPhase", func(t *testing.T) []byte {
 			return stored(t, event(&storagev1.Event{Target: &storagev1.Target{Status: &storagev1.Status{Phase: 3}}}))
@@ -217,6 +220,19 @@ func TestEventTargetShared(t *testing.T) {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLabelsKeyTwice: a key given twice keeps its last value, as a
+// protobuf map would (Marshal never writes one twice).
+func TestLabelsKeyTwice(t *testing.T) {
+	b := stored(t, &storagev1.Event{Labels: []*storagev1.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}, {Key: "a", Value: "3"}}})
+	var ev engine.Event
+	if err := codec.UnmarshalEvent(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"a": "3", "b": "2"}; !maps.Equal(ev.Labels, want) {
+		t.Errorf("Labels = %v, want %v", ev.Labels, want)
 	}
 }
 

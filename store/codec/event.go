@@ -44,7 +44,6 @@ func eventToProto(ev *engine.Event) (*storagev1.Event, error) {
 		Consecutive: ev.Consecutive, LatencyNanos: int64(ev.Latency), Initialized: ev.Initialized,
 		Message: ev.Message, Reason: ev.Reason,
 		Started: ev.Started, Ready: ev.Ready, Live: ev.Live,
-		Labels: ev.Labels,
 	}
 	if m.TimeUnixNano, err = timeToProto(ev.Time, "event.time"); err != nil {
 		return nil, err
@@ -75,9 +74,10 @@ func eventToProto(ev *engine.Event) (*storagev1.Event, error) {
 		if t.Status.Revision != ev.Revision {
 			m.Target.Status.Revision = &t.Status.Revision
 		}
-		if t.Spec != nil && len(ev.Labels) > 0 && maps.Equal(ev.Labels, t.Spec.Labels) {
-			m.Labels, m.LabelsFromTarget = nil, true
-		}
+		m.LabelsFromTarget = t.Spec != nil && len(ev.Labels) > 0 && maps.Equal(ev.Labels, t.Spec.Labels)
+	}
+	if !m.LabelsFromTarget {
+		m.Labels = labelsToProto(ev.Labels)
 	}
 	return m, nil
 }
@@ -95,7 +95,9 @@ func eventFromProto(m *storagev1.Event, ev *engine.Event) error {
 		Consecutive: m.Consecutive, Latency: time.Duration(m.LatencyNanos), Initialized: m.Initialized,
 		Message: m.Message, Reason: m.Reason,
 		Started: m.Started, Ready: m.Ready, Live: m.Live,
-		Labels: m.Labels,
+	}
+	if ev.Labels, err = labelsFromProto(m.Labels, "event.labels"); err != nil {
+		return err
 	}
 	if ev.Probe, err = typeFromProto(m.Probe); err != nil {
 		return fmt.Errorf("event.probe: %w", err)

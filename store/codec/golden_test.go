@@ -254,6 +254,17 @@ func dumpMessage(w *strings.Builder, m protoreflect.Message, indent string) {
 }
 
 func dumpValue(w *strings.Builder, fd protoreflect.FieldDescriptor, v protoreflect.Value, indent string) {
+	if fd.Kind() == protoreflect.MessageKind && flat(v.Message()) {
+		var parts []string
+		fields := v.Message().Descriptor().Fields()
+		for i := range fields.Len() {
+			if f := fields.Get(i); v.Message().Has(f) {
+				parts = append(parts, fmt.Sprintf("%s: %s", f.Name(), scalar(f, v.Message().Get(f))))
+			}
+		}
+		fmt.Fprintf(w, "%s%s: {%s}\n", indent, fd.Name(), strings.Join(parts, ", "))
+		return
+	}
 	if fd.Kind() == protoreflect.MessageKind {
 		fmt.Fprintf(w, "%s%s: {\n", indent, fd.Name())
 		dumpMessage(w, v.Message(), indent+"  ")
@@ -261,6 +272,18 @@ func dumpValue(w *strings.Builder, fd protoreflect.FieldDescriptor, v protorefle
 		return
 	}
 	fmt.Fprintf(w, "%s%s: %s%s\n", indent, fd.Name(), scalar(fd, v), comment(fd, v))
+}
+
+// flat reports whether m is small enough for one line: at most three
+// fields set, none a message or a list, none a time.
+func flat(m protoreflect.Message) bool {
+	n, ok := 0, true
+	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		n++
+		ok = fd.Kind() != protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() && comment(fd, protoreflect.ValueOfInt64(0)) == ""
+		return ok && n <= 3
+	})
+	return ok && n <= 3
 }
 
 func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {

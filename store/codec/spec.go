@@ -29,7 +29,7 @@ func UnmarshalSpec(b []byte, s *target.Spec) error {
 func specToProto(s *target.Spec) (*storagev1.Spec, error) {
 	m := &storagev1.Spec{
 		Name:                          &s.Name,
-		Labels:                        s.Labels,
+		Labels:                        labelsToProto(s.Labels),
 		TerminationGracePeriodSeconds: s.TerminationGracePeriodSeconds,
 	}
 	probes := [...]**storagev1.Probe{&m.StartupProbe, &m.LivenessProbe, &m.ReadinessProbe}
@@ -57,9 +57,13 @@ func specFromProto(m *storagev1.Spec, s *target.Spec, name string) error {
 	if err := known(m, "spec"); err != nil {
 		return err
 	}
+	labels, err := labelsFromProto(m.Labels, "spec.labels")
+	if err != nil {
+		return err
+	}
 	*s = target.Spec{
 		Name:                          name,
-		Labels:                        m.Labels,
+		Labels:                        labels,
 		TerminationGracePeriodSeconds: m.TerminationGracePeriodSeconds,
 	}
 	if m.Name != nil {
@@ -69,7 +73,7 @@ func specFromProto(m *storagev1.Spec, s *target.Spec, name string) error {
 	dsts := [...]**probe.Spec{&s.StartupProbe, &s.LivenessProbe, &s.ReadinessProbe}
 	for i, p := range probes {
 		var err error
-		if *dsts[i], err = probeFromProto(p, "spec."+probe.Types[i].Field()); err != nil {
+		if *dsts[i], err = probeFromProto(p, &probePaths[i]); err != nil {
 			return err
 		}
 	}
@@ -140,11 +144,29 @@ func probeToProto(p *probe.Spec, what string) (*storagev1.Probe, error) {
 	return m, nil
 }
 
-func probeFromProto(m *storagev1.Probe, what string) (*probe.Spec, error) {
+// probePath names the messages of one probe in errors. They are built
+// once: decoding must not pay for the names of errors it does not have.
+type probePath struct {
+	self, httpGet, httpGetScheme, httpGetTLS, httpHeaders, tcpSocket, grpc, grpcTLS, exec string
+}
+
+var probePaths = func() (ps [probe.NumTypes]probePath) {
+	for i, t := range probe.Types {
+		p := "spec." + t.Field()
+		ps[i] = probePath{
+			self: p, httpGet: p + ".httpGet", httpGetScheme: p + ".httpGet.scheme", httpGetTLS: p + ".httpGet.tls",
+			httpHeaders: p + ".httpGet.httpHeaders", tcpSocket: p + ".tcpSocket", grpc: p + ".grpc", grpcTLS: p + ".grpc.tls",
+			exec: p + ".exec",
+		}
+	}
+	return ps
+}()
+
+func probeFromProto(m *storagev1.Probe, path *probePath) (*probe.Spec, error) {
 	if m == nil {
 		return nil, nil
 	}
-	if err := known(m, what); err != nil {
+	if err := known(m, path.self); err != nil {
 		return nil, err
 	}
 	p := &probe.Spec{
@@ -162,15 +184,14 @@ func probeFromProto(m *storagev1.Probe, what string) (*probe.Spec, error) {
 	}
 	h := &p.Handler
 	if g := m.HttpGet; g != nil {
-		w := what + ".httpGet"
-		if err := known(g, w); err != nil {
+		if err := known(g, path.httpGet); err != nil {
 			return nil, err
 		}
 		scheme, err := schemeFromProto(g.Scheme)
 		if err != nil {
-			return nil, fmt.Errorf("%s.scheme: %w", w, err)
+			return nil, fmt.Errorf("%s: %w", path.httpGetScheme, err)
 		}
-		tls, err := tlsFromProto(g.Tls, w+".tls")
+		tls, err := tlsFromProto(g.Tls, path.httpGetTLS)
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +202,7 @@ func probeFromProto(m *storagev1.Probe, what string) (*probe.Spec, error) {
 		if len(g.HttpHeaders) > 0 {
 			h.HTTPGet.Headers = make([]probe.Header, len(g.HttpHeaders))
 			for i, hd := range g.HttpHeaders {
-				if err := known(hd, fmt.Sprintf("%s.httpHeaders[%d]", w, i)); err != nil {
+				if err := known(hd, path.httpHeaders); err != nil {
 					return nil, err
 				}
 				h.HTTPGet.Headers[i] = probe.Header{Name: hd.Name, Value: hd.Value}
@@ -189,23 +210,23 @@ func probeFromProto(m *storagev1.Probe, what string) (*probe.Spec, error) {
 		}
 	}
 	if t := m.TcpSocket; t != nil {
-		if err := known(t, what+".tcpSocket"); err != nil {
+		if err := known(t, path.tcpSocket); err != nil {
 			return nil, err
 		}
 		h.TCPSocket = &probe.TCPSocket{Host: t.Host, Port: t.Port}
 	}
 	if g := m.Grpc; g != nil {
-		if err := known(g, what+".grpc"); err != nil {
+		if err := known(g, path.grpc); err != nil {
 			return nil, err
 		}
-		tls, err := tlsFromProto(g.Tls, what+".grpc.tls")
+		tls, err := tlsFromProto(g.Tls, path.grpcTLS)
 		if err != nil {
 			return nil, err
 		}
 		h.GRPC = &probe.GRPC{Host: g.Host, Port: g.Port, Service: g.Service, TLS: tls}
 	}
 	if e := m.Exec; e != nil {
-		if err := known(e, what+".exec"); err != nil {
+		if err := known(e, path.exec); err != nil {
 			return nil, err
 		}
 		h.Exec = &probe.Exec{Command: e.Command}

@@ -114,7 +114,7 @@ func statusToProto(s *engine.Status) (*storagev1.Status, error) {
 	}
 	probes := [...]**storagev1.ProbeStatus{&m.Startup, &m.Liveness, &m.Readiness}
 	for i, dst := range probes {
-		if *dst, err = probeStatusToProto(&s.Probes[i], "status."+probe.Types[i].String()); err != nil {
+		if *dst, err = probeStatusToProto(&s.Probes[i], &probeStatusPaths[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -143,24 +143,36 @@ func statusFromProto(m *storagev1.Status, s *engine.Status, rev uint64) error {
 	}
 	probes := [...]*storagev1.ProbeStatus{m.Startup, m.Liveness, m.Readiness}
 	for i, p := range probes {
-		if err := probeStatusFromProto(p, &s.Probes[i], "status."+probe.Types[i].String()); err != nil {
+		if err := probeStatusFromProto(p, &s.Probes[i], &probeStatusPaths[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// probeStatusPath names a probe's status in errors (built once, like
+// probePath).
+type probeStatusPath struct{ self, result, lastTransitionTime string }
+
+var probeStatusPaths = func() (ps [probe.NumTypes]probeStatusPath) {
+	for i, t := range probe.Types {
+		p := "status." + t.String()
+		ps[i] = probeStatusPath{self: p, result: p + ".result", lastTransitionTime: p + ".lastTransitionTime"}
+	}
+	return ps
+}()
+
 // probeStatusToProto returns the durable fields of p, nil when they are
 // all zero.
-func probeStatusToProto(p *engine.ProbeStatus, what string) (*storagev1.ProbeStatus, error) {
+func probeStatusToProto(p *engine.ProbeStatus, path *probeStatusPath) (*storagev1.ProbeStatus, error) {
 	if !p.Present && p.Result == probe.Unknown && !p.HasInitialized && p.LastTransitionTime.IsZero() {
 		return nil, nil
 	}
 	result, err := resultToProto(p.Result)
 	if err != nil {
-		return nil, fmt.Errorf("%s.result: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", path.result, err)
 	}
-	last, err := timeToProto(p.LastTransitionTime, what+".lastTransitionTime")
+	last, err := timeToProto(p.LastTransitionTime, path.lastTransitionTime)
 	if err != nil {
 		return nil, err
 	}
@@ -169,16 +181,16 @@ func probeStatusToProto(p *engine.ProbeStatus, what string) (*storagev1.ProbeSta
 	}, nil
 }
 
-func probeStatusFromProto(m *storagev1.ProbeStatus, p *engine.ProbeStatus, what string) error {
+func probeStatusFromProto(m *storagev1.ProbeStatus, p *engine.ProbeStatus, path *probeStatusPath) error {
 	if m == nil {
 		return nil
 	}
-	if err := known(m, what); err != nil {
+	if err := known(m, path.self); err != nil {
 		return err
 	}
 	result, err := resultFromProto(m.Result)
 	if err != nil {
-		return fmt.Errorf("%s.result: %w", what, err)
+		return fmt.Errorf("%s: %w", path.result, err)
 	}
 	*p = engine.ProbeStatus{
 		Present: m.Present, Result: result, HasInitialized: m.HasInitialized,

@@ -328,13 +328,14 @@ type Spec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The target's name. Absent: "", or, in an Event's target, the event's
 	// name.
-	Name                          *string           `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
-	Labels                        map[string]string `protobuf:"bytes,2,rep,name=labels" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StartupProbe                  *Probe            `protobuf:"bytes,3,opt,name=startup_probe,json=startupProbe" json:"startup_probe,omitempty"`
-	LivenessProbe                 *Probe            `protobuf:"bytes,4,opt,name=liveness_probe,json=livenessProbe" json:"liveness_probe,omitempty"`
-	ReadinessProbe                *Probe            `protobuf:"bytes,5,opt,name=readiness_probe,json=readinessProbe" json:"readiness_probe,omitempty"`
-	Lifecycle                     *Lifecycle        `protobuf:"bytes,6,opt,name=lifecycle" json:"lifecycle,omitempty"`
-	TerminationGracePeriodSeconds *int64            `protobuf:"varint,7,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds" json:"termination_grace_period_seconds,omitempty"`
+	Name *string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	// In key order, each key once.
+	Labels                        []*Label   `protobuf:"bytes,2,rep,name=labels" json:"labels,omitempty"`
+	StartupProbe                  *Probe     `protobuf:"bytes,3,opt,name=startup_probe,json=startupProbe" json:"startup_probe,omitempty"`
+	LivenessProbe                 *Probe     `protobuf:"bytes,4,opt,name=liveness_probe,json=livenessProbe" json:"liveness_probe,omitempty"`
+	ReadinessProbe                *Probe     `protobuf:"bytes,5,opt,name=readiness_probe,json=readinessProbe" json:"readiness_probe,omitempty"`
+	Lifecycle                     *Lifecycle `protobuf:"bytes,6,opt,name=lifecycle" json:"lifecycle,omitempty"`
+	TerminationGracePeriodSeconds *int64     `protobuf:"varint,7,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds" json:"termination_grace_period_seconds,omitempty"`
 	unknownFields                 protoimpl.UnknownFields
 	sizeCache                     protoimpl.SizeCache
 }
@@ -376,7 +377,7 @@ func (x *Spec) GetName() string {
 	return ""
 }
 
-func (x *Spec) GetLabels() map[string]string {
+func (x *Spec) GetLabels() []*Label {
 	if x != nil {
 		return x.Labels
 	}
@@ -418,6 +419,61 @@ func (x *Spec) GetTerminationGracePeriodSeconds() int64 {
 	return 0
 }
 
+// Label is one label of a target. A repeated Label has the wire format of
+// a map<string, string> (entries of key 1 and value 2), without the cost of
+// a Go map in the generated code: the codec builds the engine's map itself.
+type Label struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Label) Reset() {
+	*x = Label{}
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Label) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Label) ProtoMessage() {}
+
+func (x *Label) ProtoReflect() protoreflect.Message {
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Label.ProtoReflect.Descriptor instead.
+func (*Label) Descriptor() ([]byte, []int) {
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Label) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Label) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // Probe is one probe (engine/probe.Spec). The four handler fields are
 // probe.Spec.Handler's; validation allows exactly one, but they are not a
 // oneof, so that the value is stored as the engine holds it, whatever it
@@ -445,7 +501,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +513,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +526,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Probe) GetHttpGet() *HTTPGetAction {
@@ -595,7 +651,7 @@ type HTTPGetAction struct {
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +663,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +676,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HTTPGetAction) GetHost() string {
@@ -690,7 +746,7 @@ type HTTPHeader struct {
 
 func (x *HTTPHeader) Reset() {
 	*x = HTTPHeader{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +758,7 @@ func (x *HTTPHeader) String() string {
 func (*HTTPHeader) ProtoMessage() {}
 
 func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +771,7 @@ func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
 func (*HTTPHeader) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HTTPHeader) GetName() string {
@@ -744,7 +800,7 @@ type TLSConfig struct {
 
 func (x *TLSConfig) Reset() {
 	*x = TLSConfig{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +812,7 @@ func (x *TLSConfig) String() string {
 func (*TLSConfig) ProtoMessage() {}
 
 func (x *TLSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +825,7 @@ func (x *TLSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TLSConfig.ProtoReflect.Descriptor instead.
 func (*TLSConfig) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TLSConfig) GetCaPem() string {
@@ -804,7 +860,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +872,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +885,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TCPSocketAction) GetHost() string {
@@ -859,7 +915,7 @@ type GRPCAction struct {
 
 func (x *GRPCAction) Reset() {
 	*x = GRPCAction{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +927,7 @@ func (x *GRPCAction) String() string {
 func (*GRPCAction) ProtoMessage() {}
 
 func (x *GRPCAction) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +940,7 @@ func (x *GRPCAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
 func (*GRPCAction) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GRPCAction) GetHost() string {
@@ -925,7 +981,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +993,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1006,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{7}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -970,7 +1026,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1038,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1051,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{8}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Lifecycle) GetPreStop() *LifecycleHandler {
@@ -1016,7 +1072,7 @@ type LifecycleHandler struct {
 
 func (x *LifecycleHandler) Reset() {
 	*x = LifecycleHandler{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1084,7 @@ func (x *LifecycleHandler) String() string {
 func (*LifecycleHandler) ProtoMessage() {}
 
 func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1097,7 @@ func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LifecycleHandler.ProtoReflect.Descriptor instead.
 func (*LifecycleHandler) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{9}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LifecycleHandler) GetSleep() *SleepAction {
@@ -1061,7 +1117,7 @@ type SleepAction struct {
 
 func (x *SleepAction) Reset() {
 	*x = SleepAction{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1129,7 @@ func (x *SleepAction) String() string {
 func (*SleepAction) ProtoMessage() {}
 
 func (x *SleepAction) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1142,7 @@ func (x *SleepAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepAction.ProtoReflect.Descriptor instead.
 func (*SleepAction) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SleepAction) GetSeconds() int64 {
@@ -1120,7 +1176,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1188,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1201,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Status) GetPhase() Phase {
@@ -1224,7 +1280,7 @@ type ProbeStatus struct {
 
 func (x *ProbeStatus) Reset() {
 	*x = ProbeStatus{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1292,7 @@ func (x *ProbeStatus) String() string {
 func (*ProbeStatus) ProtoMessage() {}
 
 func (x *ProbeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1305,7 @@ func (x *ProbeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeStatus.ProtoReflect.Descriptor instead.
 func (*ProbeStatus) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProbeStatus) GetPresent() bool {
@@ -1291,7 +1347,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1359,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1372,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Target) GetSpec() *Spec {
@@ -1351,9 +1407,10 @@ type Event struct {
 	Started      bool                   `protobuf:"varint,12,opt,name=started" json:"started,omitempty"`
 	Ready        bool                   `protobuf:"varint,13,opt,name=ready" json:"ready,omitempty"`
 	Live         bool                   `protobuf:"varint,14,opt,name=live" json:"live,omitempty"`
-	// The target's labels, unless labels_from_target.
-	Labels      map[string]string `protobuf:"bytes,15,rep,name=labels" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Initialized bool              `protobuf:"varint,16,opt,name=initialized" json:"initialized,omitempty"`
+	// The target's labels, unless labels_from_target; in key order, each key
+	// once.
+	Labels      []*Label `protobuf:"bytes,15,rep,name=labels" json:"labels,omitempty"`
+	Initialized bool     `protobuf:"varint,16,opt,name=initialized" json:"initialized,omitempty"`
 	// The target after the event (lifecycle events). Its spec's name and
 	// its status's revision are absent when they are the event's.
 	Target *Target `protobuf:"bytes,17,opt,name=target" json:"target,omitempty"`
@@ -1366,7 +1423,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1435,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_probed_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1448,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -1492,7 +1549,7 @@ func (x *Event) GetLive() bool {
 	return false
 }
 
-func (x *Event) GetLabels() map[string]string {
+func (x *Event) GetLabels() []*Label {
 	if x != nil {
 		return x.Labels
 	}
@@ -1524,18 +1581,18 @@ var File_probed_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1fprobed/storage/v1/storage.proto\x12\x11probed.storage.v1\"\xe8\x03\n" +
+	"\x1fprobed/storage/v1/storage.proto\x12\x11probed.storage.v1\"\xa2\x03\n" +
 	"\x04Spec\x12\x19\n" +
-	"\x04name\x18\x01 \x01(\tB\x05\xaa\x01\x02\b\x01R\x04name\x12;\n" +
-	"\x06labels\x18\x02 \x03(\v2#.probed.storage.v1.Spec.LabelsEntryR\x06labels\x12=\n" +
+	"\x04name\x18\x01 \x01(\tB\x05\xaa\x01\x02\b\x01R\x04name\x120\n" +
+	"\x06labels\x18\x02 \x03(\v2\x18.probed.storage.v1.LabelR\x06labels\x12=\n" +
 	"\rstartup_probe\x18\x03 \x01(\v2\x18.probed.storage.v1.ProbeR\fstartupProbe\x12?\n" +
 	"\x0eliveness_probe\x18\x04 \x01(\v2\x18.probed.storage.v1.ProbeR\rlivenessProbe\x12A\n" +
 	"\x0freadiness_probe\x18\x05 \x01(\v2\x18.probed.storage.v1.ProbeR\x0ereadinessProbe\x12:\n" +
 	"\tlifecycle\x18\x06 \x01(\v2\x1c.probed.storage.v1.LifecycleR\tlifecycle\x12N\n" +
-	" termination_grace_period_seconds\x18\a \x01(\x03B\x05\xaa\x01\x02\b\x01R\x1dterminationGracePeriodSeconds\x1a9\n" +
-	"\vLabelsEntry\x12\x10\n" +
+	" termination_grace_period_seconds\x18\a \x01(\x03B\x05\xaa\x01\x02\b\x01R\x1dterminationGracePeriodSeconds\"/\n" +
+	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd7\x06\n" +
 	"\x05Probe\x12;\n" +
 	"\bhttp_get\x18\x01 \x01(\v2 .probed.storage.v1.HTTPGetActionR\ahttpGet\x12A\n" +
 	"\n" +
@@ -1607,7 +1664,7 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x1elast_transition_time_unix_nano\x18\x04 \x01(\x10B\x05\xaa\x01\x02\b\x01R\x1alastTransitionTimeUnixNano\"h\n" +
 	"\x06Target\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x17.probed.storage.v1.SpecR\x04spec\x121\n" +
-	"\x06status\x18\x02 \x01(\v2\x19.probed.storage.v1.StatusR\x06status\"\xdd\x05\n" +
+	"\x06status\x18\x02 \x01(\v2\x19.probed.storage.v1.StatusR\x06status\"\x96\x05\n" +
 	"\x05Event\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12+\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x10B\x05\xaa\x01\x02\b\x01R\ftimeUnixNano\x12\x12\n" +
@@ -1623,14 +1680,11 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x18\n" +
 	"\astarted\x18\f \x01(\bR\astarted\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x12\n" +
-	"\x04live\x18\x0e \x01(\bR\x04live\x12<\n" +
-	"\x06labels\x18\x0f \x03(\v2$.probed.storage.v1.Event.LabelsEntryR\x06labels\x12 \n" +
+	"\x04live\x18\x0e \x01(\bR\x04live\x120\n" +
+	"\x06labels\x18\x0f \x03(\v2\x18.probed.storage.v1.LabelR\x06labels\x12 \n" +
 	"\vinitialized\x18\x10 \x01(\bR\vinitialized\x121\n" +
 	"\x06target\x18\x11 \x01(\v2\x19.probed.storage.v1.TargetR\x06target\x12,\n" +
-	"\x12labels_from_target\x18\x12 \x01(\bR\x10labelsFromTarget\x1a9\n" +
-	"\vLabelsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*C\n" +
+	"\x12labels_from_target\x18\x12 \x01(\bR\x10labelsFromTarget*C\n" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
@@ -1673,7 +1727,7 @@ func file_probed_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_probed_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_probed_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_probed_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_probed_storage_v1_storage_proto_goTypes = []any{
 	(Scheme)(0),              // 0: probed.storage.v1.Scheme
 	(ProbeType)(0),           // 1: probed.storage.v1.ProbeType
@@ -1681,52 +1735,51 @@ var file_probed_storage_v1_storage_proto_goTypes = []any{
 	(Phase)(0),               // 3: probed.storage.v1.Phase
 	(EventKind)(0),           // 4: probed.storage.v1.EventKind
 	(*Spec)(nil),             // 5: probed.storage.v1.Spec
-	(*Probe)(nil),            // 6: probed.storage.v1.Probe
-	(*HTTPGetAction)(nil),    // 7: probed.storage.v1.HTTPGetAction
-	(*HTTPHeader)(nil),       // 8: probed.storage.v1.HTTPHeader
-	(*TLSConfig)(nil),        // 9: probed.storage.v1.TLSConfig
-	(*TCPSocketAction)(nil),  // 10: probed.storage.v1.TCPSocketAction
-	(*GRPCAction)(nil),       // 11: probed.storage.v1.GRPCAction
-	(*ExecAction)(nil),       // 12: probed.storage.v1.ExecAction
-	(*Lifecycle)(nil),        // 13: probed.storage.v1.Lifecycle
-	(*LifecycleHandler)(nil), // 14: probed.storage.v1.LifecycleHandler
-	(*SleepAction)(nil),      // 15: probed.storage.v1.SleepAction
-	(*Status)(nil),           // 16: probed.storage.v1.Status
-	(*ProbeStatus)(nil),      // 17: probed.storage.v1.ProbeStatus
-	(*Target)(nil),           // 18: probed.storage.v1.Target
-	(*Event)(nil),            // 19: probed.storage.v1.Event
-	nil,                      // 20: probed.storage.v1.Spec.LabelsEntry
-	nil,                      // 21: probed.storage.v1.Event.LabelsEntry
+	(*Label)(nil),            // 6: probed.storage.v1.Label
+	(*Probe)(nil),            // 7: probed.storage.v1.Probe
+	(*HTTPGetAction)(nil),    // 8: probed.storage.v1.HTTPGetAction
+	(*HTTPHeader)(nil),       // 9: probed.storage.v1.HTTPHeader
+	(*TLSConfig)(nil),        // 10: probed.storage.v1.TLSConfig
+	(*TCPSocketAction)(nil),  // 11: probed.storage.v1.TCPSocketAction
+	(*GRPCAction)(nil),       // 12: probed.storage.v1.GRPCAction
+	(*ExecAction)(nil),       // 13: probed.storage.v1.ExecAction
+	(*Lifecycle)(nil),        // 14: probed.storage.v1.Lifecycle
+	(*LifecycleHandler)(nil), // 15: probed.storage.v1.LifecycleHandler
+	(*SleepAction)(nil),      // 16: probed.storage.v1.SleepAction
+	(*Status)(nil),           // 17: probed.storage.v1.Status
+	(*ProbeStatus)(nil),      // 18: probed.storage.v1.ProbeStatus
+	(*Target)(nil),           // 19: probed.storage.v1.Target
+	(*Event)(nil),            // 20: probed.storage.v1.Event
 }
 var file_probed_storage_v1_storage_proto_depIdxs = []int32{
-	20, // 0: probed.storage.v1.Spec.labels:type_name -> probed.storage.v1.Spec.LabelsEntry
-	6,  // 1: probed.storage.v1.Spec.startup_probe:type_name -> probed.storage.v1.Probe
-	6,  // 2: probed.storage.v1.Spec.liveness_probe:type_name -> probed.storage.v1.Probe
-	6,  // 3: probed.storage.v1.Spec.readiness_probe:type_name -> probed.storage.v1.Probe
-	13, // 4: probed.storage.v1.Spec.lifecycle:type_name -> probed.storage.v1.Lifecycle
-	7,  // 5: probed.storage.v1.Probe.http_get:type_name -> probed.storage.v1.HTTPGetAction
-	10, // 6: probed.storage.v1.Probe.tcp_socket:type_name -> probed.storage.v1.TCPSocketAction
-	11, // 7: probed.storage.v1.Probe.grpc:type_name -> probed.storage.v1.GRPCAction
-	12, // 8: probed.storage.v1.Probe.exec:type_name -> probed.storage.v1.ExecAction
+	6,  // 0: probed.storage.v1.Spec.labels:type_name -> probed.storage.v1.Label
+	7,  // 1: probed.storage.v1.Spec.startup_probe:type_name -> probed.storage.v1.Probe
+	7,  // 2: probed.storage.v1.Spec.liveness_probe:type_name -> probed.storage.v1.Probe
+	7,  // 3: probed.storage.v1.Spec.readiness_probe:type_name -> probed.storage.v1.Probe
+	14, // 4: probed.storage.v1.Spec.lifecycle:type_name -> probed.storage.v1.Lifecycle
+	8,  // 5: probed.storage.v1.Probe.http_get:type_name -> probed.storage.v1.HTTPGetAction
+	11, // 6: probed.storage.v1.Probe.tcp_socket:type_name -> probed.storage.v1.TCPSocketAction
+	12, // 7: probed.storage.v1.Probe.grpc:type_name -> probed.storage.v1.GRPCAction
+	13, // 8: probed.storage.v1.Probe.exec:type_name -> probed.storage.v1.ExecAction
 	0,  // 9: probed.storage.v1.HTTPGetAction.scheme:type_name -> probed.storage.v1.Scheme
-	8,  // 10: probed.storage.v1.HTTPGetAction.http_headers:type_name -> probed.storage.v1.HTTPHeader
-	9,  // 11: probed.storage.v1.HTTPGetAction.tls:type_name -> probed.storage.v1.TLSConfig
-	9,  // 12: probed.storage.v1.GRPCAction.tls:type_name -> probed.storage.v1.TLSConfig
-	14, // 13: probed.storage.v1.Lifecycle.pre_stop:type_name -> probed.storage.v1.LifecycleHandler
-	15, // 14: probed.storage.v1.LifecycleHandler.sleep:type_name -> probed.storage.v1.SleepAction
+	9,  // 10: probed.storage.v1.HTTPGetAction.http_headers:type_name -> probed.storage.v1.HTTPHeader
+	10, // 11: probed.storage.v1.HTTPGetAction.tls:type_name -> probed.storage.v1.TLSConfig
+	10, // 12: probed.storage.v1.GRPCAction.tls:type_name -> probed.storage.v1.TLSConfig
+	15, // 13: probed.storage.v1.Lifecycle.pre_stop:type_name -> probed.storage.v1.LifecycleHandler
+	16, // 14: probed.storage.v1.LifecycleHandler.sleep:type_name -> probed.storage.v1.SleepAction
 	3,  // 15: probed.storage.v1.Status.phase:type_name -> probed.storage.v1.Phase
-	17, // 16: probed.storage.v1.Status.startup:type_name -> probed.storage.v1.ProbeStatus
-	17, // 17: probed.storage.v1.Status.liveness:type_name -> probed.storage.v1.ProbeStatus
-	17, // 18: probed.storage.v1.Status.readiness:type_name -> probed.storage.v1.ProbeStatus
+	18, // 16: probed.storage.v1.Status.startup:type_name -> probed.storage.v1.ProbeStatus
+	18, // 17: probed.storage.v1.Status.liveness:type_name -> probed.storage.v1.ProbeStatus
+	18, // 18: probed.storage.v1.Status.readiness:type_name -> probed.storage.v1.ProbeStatus
 	2,  // 19: probed.storage.v1.ProbeStatus.result:type_name -> probed.storage.v1.Result
 	5,  // 20: probed.storage.v1.Target.spec:type_name -> probed.storage.v1.Spec
-	16, // 21: probed.storage.v1.Target.status:type_name -> probed.storage.v1.Status
+	17, // 21: probed.storage.v1.Target.status:type_name -> probed.storage.v1.Status
 	4,  // 22: probed.storage.v1.Event.kind:type_name -> probed.storage.v1.EventKind
 	1,  // 23: probed.storage.v1.Event.probe:type_name -> probed.storage.v1.ProbeType
 	2,  // 24: probed.storage.v1.Event.from:type_name -> probed.storage.v1.Result
 	2,  // 25: probed.storage.v1.Event.to:type_name -> probed.storage.v1.Result
-	21, // 26: probed.storage.v1.Event.labels:type_name -> probed.storage.v1.Event.LabelsEntry
-	18, // 27: probed.storage.v1.Event.target:type_name -> probed.storage.v1.Target
+	6,  // 26: probed.storage.v1.Event.labels:type_name -> probed.storage.v1.Label
+	19, // 27: probed.storage.v1.Event.target:type_name -> probed.storage.v1.Target
 	28, // [28:28] is the sub-list for method output_type
 	28, // [28:28] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
@@ -1745,7 +1798,7 @@ func file_probed_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_probed_storage_v1_storage_proto_rawDesc), len(file_probed_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   17,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
