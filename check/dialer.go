@@ -34,12 +34,18 @@ func newDialer(policy *Policy, linger bool) *net.Dialer {
 
 // checkAddress applies policy to address, an "ip:port" as the dialer's
 // Control hooks receive it. An address that does not parse is refused by
-// any non-nil policy (fail closed).
+// any non-nil policy (fail closed). The unspecified addresses (0.0.0.0,
+// ::, ::ffff:0.0.0.0) are refused whatever the policy: connecting to one
+// reaches this host, past a deny list of its loopback addresses, and no
+// probe means that.
 func checkAddress(policy *Policy, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if ip := ap.Addr().Unmap().WithZone(""); err == nil && ip.IsUnspecified() {
+		return &UnspecifiedError{Addr: ip}
+	}
 	if policy == nil {
 		return nil
 	}
-	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("cannot check address %q against the target policy: %w", address, ErrDenied)
 	}

@@ -71,6 +71,11 @@ func TestCheckAddress(t *testing.T) {
 		{address: "[fe80::1%eth0]:80", policy: p, denied: true},
 		{address: "not-an-address", policy: p, denied: true},
 		{address: "not-an-address", policy: nil},
+		{address: "0.0.0.0:80", policy: p, denied: true},
+		{address: "0.0.0.0:80", policy: nil, denied: true},
+		{address: "[::]:80", policy: nil, denied: true},
+		{address: "[::ffff:0.0.0.0]:80", policy: p, denied: true},
+		{address: "[::%eth0]:80", policy: p, denied: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.address, func(t *testing.T) {

@@ -70,8 +70,8 @@ func (c *execChecker) Check(ctx context.Context) probe.Outcome {
 		// the command's own leftovers.
 		_ = killGroup(cmd.Process.Pid)
 	}
-	res, msg := execResult(ctx, cmd, err, strings.ToValidUTF8(strings.TrimSpace(out.String()), "\uFFFD"))
-	return probe.Outcome{Result: res, Message: msg, Latency: time.Since(start)}
+	res, msg := execResult(ctx, cmd, err, strings.TrimSpace(out.String()))
+	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start)}
 }
 
 // execResult maps how the command ended to a result and message.

@@ -65,8 +65,10 @@ func TestExecOutputTruncated(t *testing.T) {
 	if out.Result != probe.Failure || !strings.HasPrefix(out.Message, head) {
 		t.Fatalf("Check() = %v %.80q; want failure starting %q", out.Result, out.Message, head)
 	}
-	if got, want := len(out.Message)-len(head), 10<<10; got != want {
-		t.Errorf("message holds %d bytes of output; want %d", got, want)
+	// The output kept (10 KiB) and the head make more than a message
+	// may hold: it is cut to probe.MaxMessageBytes, and says so.
+	if len(out.Message) != probe.MaxMessageBytes || !strings.HasSuffix(out.Message, probe.TruncatedSuffix) {
+		t.Errorf("message of %d bytes ending %q; want %d bytes ending %q", len(out.Message), out.Message[len(out.Message)-20:], probe.MaxMessageBytes, probe.TruncatedSuffix)
 	}
 	if strings.Contains(out.Message, "tail") {
 		t.Errorf("message holds output written after the first 10 KiB")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -28,6 +29,9 @@ type grpcChecker struct {
 	conn    *grpc.ClientConn
 	health  healthpb.HealthClient
 	service string
+
+	mu    sync.Mutex
+	guard *connGuard // guarded by mu: the running check's, nil between checks
 }
 
 // newGRPCChecker creates the (lazy) ClientConn of g: nothing is dialed
@@ -35,6 +39,10 @@ type grpcChecker struct {
 // g.TLS says otherwise), else plaintext, and dials through the shared
 // dialer so that the Policy applies to every connection the channel opens
 // (without SO_LINGER: the connection is long-lived, not one per check).
+// A connection is dialed when a check needs one, under that check's
+// connGuard: the dial, the TLS handshake and the HTTP/2 preface end with
+// the check. The header list a server may send (a status message rides in
+// it) is bounded by o.MaxHeaderBytes.
 func newGRPCChecker(g *probe.GRPC, o *Options) (*grpcChecker, error) {
 	creds := insecure.NewCredentials()
 	if g.TLS != nil {
@@ -49,13 +57,18 @@ func newGRPCChecker(g *probe.GRPC, o *Options) (*grpcChecker, error) {
 	// passthrough: the dialer resolves the name on each connection, as
 	// kubelet's dial does; an IPv6 zone's '%' must be escaped in the URL.
 	target := "passthrough:///" + strings.ReplaceAll(addr, "%", "%25")
+	c := &grpcChecker{}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			if g := c.currentGuard(); g != nil {
+				return g.dial(ctx, d, "tcp", addr)
+			}
 			return d.DialContext(ctx, "tcp", addr)
 		}),
 		grpc.WithNoProxy(),
 		grpc.WithUserAgent(o.UserAgent),
+		grpc.WithMaxHeaderListSize(uint32(o.MaxHeaderBytes)),
 		// Wait for a connection until the probe's deadline, as kubelet's
 		// blocking dial does, rather than failing at once while the
 		// channel is still connecting or backing off.
@@ -68,7 +81,20 @@ func newGRPCChecker(g *probe.GRPC, o *Options) (*grpcChecker, error) {
 	if g.Service != nil {
 		service = *g.Service
 	}
-	return &grpcChecker{conn: conn, health: healthpb.NewHealthClient(conn), service: service}, nil
+	c.conn, c.health, c.service = conn, healthpb.NewHealthClient(conn), service
+	return c, nil
+}
+
+func (c *grpcChecker) currentGuard() *connGuard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.guard
+}
+
+func (c *grpcChecker) setGuard(g *connGuard) {
+	c.mu.Lock()
+	c.guard = g
+	c.mu.Unlock()
 }
 
 // Check calls Health/Check for the probe's service within ctx. Only
@@ -80,6 +106,14 @@ func newGRPCChecker(g *probe.GRPC, o *Options) (*grpcChecker, error) {
 // deadline).
 func (c *grpcChecker) Check(ctx context.Context) probe.Outcome {
 	start := time.Now()
+	// The guard ends what this check dialed when the check returns (at
+	// its deadline at the latest), not on the deadline itself: the RPC
+	// then fails with the deadline, not with a connection closed under it.
+	gctx, end := context.WithCancel(context.Background())
+	defer end()
+	g := newConnGuard(gctx)
+	c.setGuard(g)
+	defer c.setGuard(nil)
 	if c.conn.GetState() == connectivity.TransientFailure {
 		// The target was down; retry now instead of after the channel's
 		// backoff, which may be longer than the probe's timeout.
@@ -87,6 +121,10 @@ func (c *grpcChecker) Check(ctx context.Context) probe.Outcome {
 	}
 	res, msg := probe.Failure, ""
 	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
+	if c.conn.GetState() == connectivity.Ready {
+		// Established: keep the connection for the next checks.
+		g.release()
+	}
 	switch {
 	case err != nil:
 		msg = healthError(err)
@@ -95,7 +133,7 @@ func (c *grpcChecker) Check(ctx context.Context) probe.Outcome {
 	default:
 		res, msg = probe.Success, "service healthy"
 	}
-	return probe.Outcome{Result: res, Message: msg, Latency: time.Since(start)}
+	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start)}
 }
 
 // healthError is the message of a failed Health/Check RPC.

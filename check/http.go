@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,11 +34,18 @@ var errTooManyRedirects = fmt.Errorf("too many redirects (stopped after %d)", ma
 // quoteLimit is how many bytes of a body a mismatch message quotes.
 const quoteLimit = 64
 
+// redacted replaces the values of a probe URL's query in messages: a
+// query often carries a credential (?token=...), and messages are
+// published, stored and logged.
+const redacted = "REDACTED"
+
 // httpChecker runs an httpGet probe. It owns one http.Transport, so a
 // kept-alive connection is reused by this probe only; Close closes it.
 type httpChecker struct {
 	url      string      // the probe URL
 	header   http.Header // request headers; cloned for each request
+	custom   []string    // names of the spec's headers, canonical
+	ua       string      // the default User-Agent
 	host     string      // Host header override ("" means from the URL)
 	expected string      // ExpectedBody ("" means any body)
 	maxBody  int
@@ -61,27 +69,48 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		return nil, fmt.Errorf("httpGet.%w", err)
 	}
 	header, host := probeHeader(g.Headers, o.UserAgent)
+	dialer := newDialer(o.Policy, g.DisableKeepAlive)
 	// HTTP/1.1 only (a custom dialer and TLS config without
-	// ForceAttemptHTTP2), no proxy and no compression, as kubelet.
+	// ForceAttemptHTTP2), no proxy and no compression, as kubelet. The
+	// dial and the TLS handshake end with the check (guardedDial); the
+	// response's header is bounded in bytes.
 	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         newDialer(o.Policy, g.DisableKeepAlive).DialContext,
-		TLSClientConfig:     tlsCfg,
-		DisableKeepAlives:   g.DisableKeepAlive,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 1,
-		IdleConnTimeout:     idleConnTimeout,
+		Proxy:                  nil,
+		DialContext:            guardedDial(dialer),
+		TLSClientConfig:        tlsCfg,
+		DisableKeepAlives:      g.DisableKeepAlive,
+		DisableCompression:     true,
+		MaxIdleConnsPerHost:    1,
+		IdleConnTimeout:        idleConnTimeout,
+		MaxResponseHeaderBytes: int64(o.MaxHeaderBytes),
 	}
-	return &httpChecker{
+	c := &httpChecker{
 		url:       u.String(),
 		header:    header,
+		ua:        o.UserAgent,
 		host:      host,
 		expected:  g.ExpectedBody,
 		maxBody:   o.MaxBodyBytes,
 		inject:    o.Inject,
 		transport: tr,
-		client:    &http.Client{Transport: tr, CheckRedirect: checkRedirect},
-	}, nil
+	}
+	for _, h := range g.Headers {
+		c.custom = append(c.custom, http.CanonicalHeaderKey(h.Name))
+	}
+	c.client = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
+	return c, nil
+}
+
+// guardedDial dials with d under the connGuard of the check the dial is
+// for (found in ctx), so that neither the dial nor the TLS handshake that
+// follows outlives the check.
+func guardedDial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if g := guardFrom(ctx); g != nil {
+			return g.dial(ctx, d, network, addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // probeURL is kubelet's URL for g: scheme HTTP unless HTTPS, host and port
@@ -136,15 +165,46 @@ func probeHeader(hs []probe.Header, ua string) (http.Header, string) {
 
 // checkRedirect follows redirects to the same host name, at most
 // maxRedirects; a redirect to another host ends the probe with the 3xx
-// response (kubelet's followNonLocalRedirects=false).
-func checkRedirect(req *http.Request, via []*http.Request) error {
+// response (kubelet's followNonLocalRedirects=false). The spec's headers
+// (credentials, often) go only where the probe was sent: a redirect that
+// changes the scheme or the port gets probed's default headers alone, and
+// no Referer.
+func (c *httpChecker) checkRedirect(req *http.Request, via []*http.Request) error {
 	if req.URL.Hostname() != via[0].URL.Hostname() {
 		return http.ErrUseLastResponse
 	}
 	if len(via) >= maxRedirects {
 		return errTooManyRedirects
 	}
+	if !sameOrigin(req.URL, via[0].URL) {
+		for _, name := range c.custom {
+			req.Header.Del(name)
+		}
+		req.Header.Del("Referer") // the previous URL: its query may be a secret
+		if req.Header.Get("User-Agent") == "" {
+			req.Header.Set("User-Agent", c.ua)
+		}
+		if req.Header.Get("Accept") == "" {
+			req.Header.Set("Accept", "*/*")
+		}
+	}
 	return nil
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (a missing port is the scheme's default).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // Check sends the GET request. It succeeds when the final status is 200 to
@@ -160,17 +220,29 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // or "...: too many redirects (stopped after 10)"). Phases are measured
 // with httptrace and summed over redirects; a reused connection adds no
 // DNS, Connect or TLS time.
+//
+// Everything the server sends is bounded: the response header by
+// Options.MaxHeaderBytes, the body by MaxBodyBytes, the message by
+// probe.MaxMessageBytes, and every phase (dial and TLS handshake
+// included) by ctx. The values of the URL's query are replaced by
+// REDACTED in messages.
 func (c *httpChecker) Check(ctx context.Context) probe.Outcome {
 	start := time.Now()
 	var pt phaseTrace
-	res, msg := c.get(httptrace.WithClientTrace(ctx, pt.clientTrace()))
-	return probe.Outcome{Result: res, Message: msg, Latency: time.Since(start), Phases: pt.phases()}
+	g := newConnGuard(ctx)
+	trace := pt.clientTrace()
+	// The transport hands the request a connection once it is dialed
+	// (and its TLS handshake done); from then on the request's own
+	// cancellation closes it.
+	trace.GotConn = func(httptrace.GotConnInfo) { g.release() }
+	res, msg := c.get(withGuard(httptrace.WithClientTrace(ctx, trace), g))
+	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start), Phases: pt.phases()}
 }
 
 func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
-		return probe.Failure, err.Error()
+		return probe.Failure, redactError(err)
 	}
 	req.Header = c.header.Clone()
 	req.Host = c.host
@@ -179,7 +251,7 @@ func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return probe.Failure, err.Error()
+		return probe.Failure, redactError(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	// Read even a failing response's body (bounded), so that its
@@ -189,17 +261,47 @@ func (c *httpChecker) get(ctx context.Context) (probe.Result, string) {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 	}
 	if rerr != nil {
-		return probe.Failure, fmt.Sprintf("HTTP probe failed reading the body: %v", rerr)
+		return probe.Failure, "HTTP probe failed reading the body: " + redactError(rerr)
 	}
 	if c.expected != "" && string(body) != c.expected {
 		return probe.Failure, fmt.Sprintf("HTTP probe failed: body %s does not match the expected body %s",
 			quoteClip(string(body)), quoteClip(c.expected))
 	}
 	if resp.StatusCode >= http.StatusMultipleChoices {
-		// The reason phrase is the server's: make it valid UTF-8 like the body.
-		return probe.Success, "Probe terminated redirects, Response status: " + strings.ToValidUTF8(resp.Status, "\uFFFD")
+		// The reason phrase is the server's: Check bounds it like the body.
+		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
 	}
-	return probe.Success, strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
+	return probe.Success, strings.TrimSpace(string(body))
+}
+
+// redactError is err's text with the values of the query of the URL it
+// names (a *url.Error's) replaced by REDACTED.
+func redactError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redactQuery(ue.URL)
+	}
+	return err.Error()
+}
+
+// redactQuery replaces each value of the query of the URL raw with
+// REDACTED ("?token=abc&x" reads "?token=REDACTED&REDACTED"); the
+// fragment is dropped.
+func redactQuery(raw string) string {
+	raw, _, _ = strings.Cut(raw, "#")
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok || query == "" {
+		return raw
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if k, _, ok := strings.Cut(p, "="); ok {
+			params[i] = k + "=" + redacted
+		} else if p != "" {
+			params[i] = redacted
+		}
+	}
+	return base + "?" + strings.Join(params, "&")
 }
 
 // Close closes the checker's idle connection.

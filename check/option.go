@@ -10,6 +10,11 @@ import (
 const (
 	DefaultUserAgent    = "probed/dev"
 	DefaultMaxBodyBytes = 10 << 10 // kubelet's 10 KiB
+	// DefaultMaxHeaderBytes bounds an HTTP response's status line and
+	// header, and a gRPC response's header list: twice what nginx
+	// accepts from an upstream by default, far more than any health
+	// endpoint sends.
+	DefaultMaxHeaderBytes = 16 << 10
 )
 
 // Options configure a Set. The zero value is usable: HTTP, TCP and gRPC
@@ -35,6 +40,11 @@ type Options struct {
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int
 
+	// MaxHeaderBytes caps the status line and header of an HTTP response
+	// (beyond it the probe fails) and the header list a gRPC health
+	// server may send. Default DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+
 	// Inject, when set, is called with each HTTP probe's context and
 	// request headers just before the request is sent, for example to
 	// propagate a W3C traceparent/tracestate from the context (an
@@ -52,6 +62,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	o.ExecAllowlist = slices.Clone(o.ExecAllowlist)
 	return o

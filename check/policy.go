@@ -62,6 +62,22 @@ func (e *PolicyError) Error() string {
 // Unwrap returns ErrDenied.
 func (e *PolicyError) Unwrap() error { return ErrDenied }
 
+// UnspecifiedError refuses a connection to an unspecified address (0.0.0.0,
+// ::), which reaches the local host whatever the policy says about its
+// addresses. It wraps ErrDenied.
+type UnspecifiedError struct {
+	Addr netip.Addr
+}
+
+// Error reads "address 0.0.0.0 is unspecified (it means this host), never
+// a probe target".
+func (e *UnspecifiedError) Error() string {
+	return fmt.Sprintf("address %s is unspecified (it means this host), never a probe target", e.Addr)
+}
+
+// Unwrap returns ErrDenied.
+func (e *UnspecifiedError) Unwrap() error { return ErrDenied }
+
 // Check returns nil when ip may be connected to, else a *PolicyError. An
 // IPv4-mapped IPv6 address (::ffff:a.b.c.d) is checked as the IPv4 address
 // it carries and an IPv6 zone is ignored, so neither can slip past an IPv4

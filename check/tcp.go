@@ -33,7 +33,7 @@ func (c *tcpChecker) Check(ctx context.Context) probe.Outcome {
 	start := time.Now()
 	conn, err := c.dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return probe.Outcome{Result: probe.Failure, Message: err.Error(), Latency: time.Since(start)}
+		return probe.Outcome{Result: probe.Failure, Message: probe.BoundMessage(err.Error()), Latency: time.Since(start)}
 	}
 	_ = conn.Close()
 	return probe.Outcome{Result: probe.Success, Latency: time.Since(start)}

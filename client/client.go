@@ -188,13 +188,29 @@ func (c *Client) Apply(ctx context.Context, t *probev1.Target) (applied *probev1
 }
 
 // Delete starts the graceful removal of a target and returns it as
-// TERMINATING; its removal is a later DELETED event.
-func (c *Client) Delete(ctx context.Context, name string) (*probev1.Target, error) {
-	resp, err := c.svc.DeleteTarget(ctx, &probev1.DeleteTargetRequest{Name: name})
+// TERMINATING; its removal is a later DELETED event. GracePeriod
+// shortens the wait (GracePeriod(0) removes the target at once), also of
+// a target already terminating.
+func (c *Client) Delete(ctx context.Context, name string, opts ...DeleteOption) (*probev1.Target, error) {
+	req := &probev1.DeleteTargetRequest{Name: name}
+	for _, o := range opts {
+		o(req)
+	}
+	resp, err := c.svc.DeleteTarget(ctx, req)
 	if err != nil {
 		return nil, fromStatus(err)
 	}
 	return resp.GetTarget(), nil
+}
+
+// DeleteOption changes one Delete.
+type DeleteOption func(*probev1.DeleteTargetRequest)
+
+// GracePeriod overrides the target's termination grace period for this
+// deletion, in seconds, as `kubectl delete --grace-period` does: the
+// preStop sleep is cut to it; 0 removes the target at once.
+func GracePeriod(seconds int64) DeleteOption {
+	return func(r *probev1.DeleteTargetRequest) { r.GracePeriodSeconds = &seconds }
 }
 
 // Trigger runs one probe of a target now and returns its outcome and the

@@ -63,6 +63,10 @@ const (
 	DefaultHistoryBytes = 64 << 20
 	DefaultWatchBuffer  = 10_000
 	DefaultMaxInflight  = 100_000
+	// DefaultWatchBufferBytes and DefaultWatchTotalBytes bound the bytes
+	// of events pending in one watcher and in all (watch.go).
+	DefaultWatchBufferBytes = 16 << 20
+	DefaultWatchTotalBytes  = 128 << 20
 )
 
 // Options configure an Engine. Store and Checkers are required.
@@ -97,6 +101,12 @@ type Options struct {
 	// restored at Run and for targets other replicas create; the cluster
 	// layer calls Own and Disown as its shards change. nil: every target.
 	Owns func(name string) bool
+
+	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
+	// events pending in one watcher (default 16 MiB) and in all of them
+	// (default 128 MiB; beyond it the slowest watchers are ended); -1: no
+	// bound.
+	WatchBufferBytes, WatchTotalBytes int
 
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS
@@ -133,6 +143,8 @@ func (o *Options) setDefaults() error {
 	if o.WatchBuffer <= 0 {
 		o.WatchBuffer = DefaultWatchBuffer
 	}
+	o.WatchBufferBytes = defaultBound(o.WatchBufferBytes, DefaultWatchBufferBytes)
+	o.WatchTotalBytes = defaultBound(o.WatchTotalBytes, DefaultWatchTotalBytes)
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
@@ -193,6 +205,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
+	e.feed.watcherBytes, e.feed.totalBytes = opts.WatchBufferBytes, opts.WatchTotalBytes
+	e.feed.effective = e.effective
 	e.drains.init()
 	start := e.clock.Now()
 	stored, err := opts.Store.Load(ctx)

@@ -54,12 +54,21 @@ type SlowWatcherError struct {
 	// LastRevision is the revision of the last event the watcher was
 	// given; resume from LastRevision+1.
 	LastRevision uint64
-	Buffer       int
+	// Buffer is the watcher's bound of pending events.
+	Buffer int
+	// Exceeded says which bound the watcher passed, e.g. "more than
+	// 16777216 bytes of events pending (--watch-buffer-bytes)"; empty
+	// means more than Buffer events.
+	Exceeded string
 }
 
 func (e *SlowWatcherError) Error() string {
-	return fmt.Sprintf("watcher too slow: more than %d events pending; last delivered revision %d, resume from %d",
-		e.Buffer, e.LastRevision, e.LastRevision+1)
+	exceeded := e.Exceeded
+	if exceeded == "" {
+		exceeded = fmt.Sprintf("more than %d events pending (--watch-buffer)", e.Buffer)
+	}
+	return fmt.Sprintf("watcher too slow: %s; last delivered revision %d, resume from %d",
+		exceeded, e.LastRevision, e.LastRevision+1)
 }
 
 // Is reports ErrResourceExhausted.

@@ -88,13 +88,65 @@ type Event struct {
 	Target *Target `json:"target,omitempty"`
 }
 
-// size estimates the memory an event holds, for byte-bounded history.
+// size estimates the memory an event holds, for the byte bounds of the
+// history and of watchers' queues: the Event itself, its strings and the
+// target it carries (which a queue may keep alive after the history and
+// the view let go of it).
 func (e *Event) size() int {
 	n := 160 + len(e.Name) + len(e.Message) + len(e.Reason)
 	if e.Target != nil {
-		n += 512
+		n += targetBytes(e.Target)
 	}
 	return n
+}
+
+// targetBytes estimates the memory of a target: its status and its spec,
+// whose strings (headers, CA bundles, labels) may make it large.
+func targetBytes(t *Target) int {
+	n := 512
+	s := t.Spec
+	if s == nil {
+		return n
+	}
+	n += len(s.Name)
+	for k, v := range s.Labels {
+		n += 32 + len(k) + len(v)
+	}
+	for _, typ := range probe.Types {
+		p := s.Probe(typ)
+		if p == nil {
+			continue
+		}
+		n += 256
+		h := &p.Handler
+		switch {
+		case h.HTTPGet != nil:
+			g := h.HTTPGet
+			n += len(g.Host) + len(g.Path) + len(g.ExpectedBody) + tlsBytes(g.TLS)
+			for _, hd := range g.Headers {
+				n += 32 + len(hd.Name) + len(hd.Value)
+			}
+		case h.TCPSocket != nil:
+			n += len(h.TCPSocket.Host)
+		case h.GRPC != nil:
+			n += len(h.GRPC.Host) + tlsBytes(h.GRPC.TLS)
+			if h.GRPC.Service != nil {
+				n += len(*h.GRPC.Service)
+			}
+		case h.Exec != nil:
+			for _, a := range h.Exec.Command {
+				n += 16 + len(a)
+			}
+		}
+	}
+	return n
+}
+
+func tlsBytes(t *probe.TLS) int {
+	if t == nil {
+		return 0
+	}
+	return 32 + len(t.CAPEM) + len(t.ServerName)
 }
 
 // MarshalText encodes the kind by name.

@@ -3,10 +3,14 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
+
+	"github.com/probed/probed/engine/probe"
 )
 
 // feed is the published side of the engine: the targets as of the last
@@ -25,6 +29,17 @@ type feed struct {
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.
 	maxWatchers int
+	// watcherBytes and totalBytes bound the (estimated) bytes of events
+	// pending in one watcher's queue and in all of them (0: no bound);
+	// set before use.
+	watcherBytes, totalBytes int
+	// queued is the bytes pending in every watcher's queue: added by
+	// publish (under mu), taken by Next and Close (under the watcher's
+	// lock only), hence atomic.
+	queued atomic.Int64
+	// effective computes a probe's effective timing with the server's
+	// floors, for targets that do not carry it; set before use.
+	effective func(*probe.Spec) probe.Effective
 	// reached holds the callbacks waiting for rev to reach a revision, in
 	// the order registered (revisions only grow); guarded by mu.
 	reached []revWaiter
@@ -75,17 +90,71 @@ func (f *feed) publish(changes []*Change) {
 		}
 		f.hist.append(c.Event)
 		f.rev = max(f.rev, c.Event.Revision)
+		size := c.Event.size()
 		for w := range f.synced {
-			if !w.pushLocked(&c.Event) {
-				delete(f.synced, w)
-				if f.onEvict != nil {
-					f.onEvict()
-				}
+			if !w.pushLocked(&c.Event, size) {
+				f.evictedLocked(w)
 			}
 		}
+		f.trimLocked()
 	}
 	for w := range f.synced {
 		w.advanceLocked(f.rev)
+	}
+}
+
+// withEffective returns t with the effective timing of its probes filled
+// in (the server's floors applied), copying it when a probe lacks it: a
+// target stored before the engine started carries none until its next
+// change.
+func (f *feed) withEffective(t *Target) *Target {
+	if f.effective == nil {
+		return t
+	}
+	var out *Target
+	for _, typ := range probe.Types {
+		p := t.Spec.Probe(typ)
+		if p == nil || t.Status.Probes[typ].Effective != (probe.Effective{}) {
+			continue
+		}
+		if out == nil {
+			c := *t
+			out = &c
+		}
+		out.Status.Probes[typ].Effective = f.effective(p)
+	}
+	if out == nil {
+		return t
+	}
+	return out
+}
+
+// evictedLocked takes w, which failed, out of the synced set; f.mu held.
+func (f *feed) evictedLocked(w *Watcher) {
+	delete(f.synced, w)
+	if f.onEvict != nil {
+		f.onEvict()
+	}
+}
+
+// trimLocked ends the slowest watchers — those with the most bytes
+// pending — until the bytes pending in all of them are within
+// totalBytes; f.mu held. Many slow watchers together cannot take more
+// memory than that, whatever each one's own bound.
+func (f *feed) trimLocked() {
+	for f.totalBytes > 0 && f.queued.Load() > int64(f.totalBytes) {
+		var slowest *Watcher
+		most := 0
+		for w := range f.synced {
+			if n := w.pendingBytes(); n > most {
+				slowest, most = w, n
+			}
+		}
+		if slowest == nil {
+			return
+		}
+		slowest.failSlow(fmt.Sprintf("the slowest watcher when more than %d bytes of events were pending in all watchers (--watch-total-bytes)", f.totalBytes))
+		f.evictedLocked(slowest)
 	}
 }
 
@@ -244,6 +313,19 @@ func (f *feed) compactionDue(min uint64) (uint64, bool) {
 	}
 	f.hist.compaction = 0
 	return f.hist.compacted + 1, true
+}
+
+// defaultBound is a byte bound as Options give it: 0 means def, a
+// negative value no bound (0 in the feed).
+func defaultBound(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	default:
+		return v
+	}
 }
 
 func matchLabels(labels, selector map[string]string) bool {

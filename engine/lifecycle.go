@@ -248,7 +248,7 @@ func (e *Engine) withLive(t *Target) *Target {
 	out := *t
 	for _, typ := range probe.Types {
 		if p := t.Spec.Probe(typ); p != nil {
-			out.Status.Probes[typ].Effective = p.Effective()
+			out.Status.Probes[typ].Effective = e.effective(p)
 		}
 	}
 	e.mu.Lock()
@@ -307,7 +307,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 			continue
 		}
 		if r == nil {
-			nr := &runner{entry: en, typ: t, spec: p, eff: p.Effective(), state: probe.Initial(t)}
+			nr := &runner{entry: en, typ: t, spec: p, eff: e.effective(p), state: probe.Initial(t)}
 			if err := e.exec.alloc(nr); err != nil {
 				undo()
 				en.mu.Unlock()
@@ -348,7 +348,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 				e.exec.interrupt(r) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
-			r.spec, r.eff = p, p.Effective()
+			r.spec, r.eff = p, e.effective(p)
 			if r.period() != old {
 				e.scheduleFailed(e.exec.reschedule(r, now.Add(r.period()), r.period()))
 			}
@@ -405,19 +405,25 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 // probe stops, and the preStop sleep (bounded by the termination grace
 // period; none or 0 means at once) runs on the timer wheel, after which the
 // target is removed with a DELETED event. It returns once TERMINATING is
-// durable. Deleting a terminating target changes nothing.
-func (e *Engine) Delete(ctx context.Context, name string) (*Target, error) {
+// durable. Deleting a terminating target changes nothing, unless
+// WithGracePeriod shortens its drain.
+func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) (*Target, error) {
+	o := deleteOptionsOf(opts)
 	en, err := e.acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if en.status.Phase == Terminating {
+		if o.grace != nil {
+			return e.shortenGrace(ctx, en, *o.grace) // unlocks en
+		}
 		en.mu.Unlock()
 		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
 	}
 	now := e.clock.Now()
 	en.status.Phase = Terminating
 	en.status.DeleteTime = now
+	en.status.DeletionGracePeriod = o.grace
 	var changes []*Change
 	for _, r := range en.runners {
 		if r == nil {

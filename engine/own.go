@@ -77,6 +77,7 @@ func (e *Engine) ownEntry(en *entry, spread bool) {
 		}
 		r.checker = c
 	}
+	e.warnFloored(en)
 	en.owned = true
 	now := e.clock.Now()
 	if en.status.Phase == Terminating {
@@ -139,7 +140,7 @@ func (e *Engine) disownLocked(en *entry, waits []<-chan runResult) []<-chan runR
 // newRunnerLocked makes a runner for probe typ of en with its initial
 // state, and gives it a wheel ID; en.mu held.
 func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*runner, error) {
-	r := &runner{entry: en, typ: typ, spec: spec, eff: spec.Effective(), state: probe.Initial(typ)}
+	r := &runner{entry: en, typ: typ, spec: spec, eff: e.effective(spec), state: probe.Initial(typ)}
 	if err := e.exec.alloc(r); err != nil {
 		return nil, fmt.Errorf("target %q %s probe: %w", en.name, typ, err)
 	}

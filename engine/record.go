@@ -70,6 +70,9 @@ type Status struct {
 	// from it.
 	StartTime  time.Time `json:"startTime"`
 	DeleteTime time.Time `json:"deleteTime,omitzero"`
+	// DeletionGracePeriod is the grace period the deletion was given
+	// (WithGracePeriod), counted from DeleteTime; nil: the spec's.
+	DeletionGracePeriod *time.Duration `json:"deletionGracePeriod,omitempty"`
 	// Revision is the revision of the last event about the target.
 	Revision uint64 `json:"revision"`
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -78,7 +77,9 @@ func (e *Engine) check(ctx context.Context, r *runner, checker Checker, limit ti
 		if out.Latency == 0 {
 			out.Latency = e.clock.Since(start)
 		}
-		out.Message = strings.ToValidUTF8(out.Message, "\uFFFD")
+		// Messages quote what probed servers said; the API carries them
+		// in proto strings, which must be valid UTF-8, and bounded.
+		out.Message = probe.BoundMessage(out.Message)
 		e.obs.ProbeDone(ctx, r.entry.name, r.typ, out)
 	}()
 	out = checker.Check(ctx)
@@ -168,6 +169,11 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 // change is durable.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
 	t := &Target{Spec: en.spec, Status: en.status}
+	for typ, r := range en.runners {
+		if r != nil {
+			t.Status.Probes[typ].Effective = r.eff // floors applied
+		}
+	}
 	ev.Name, ev.Time, ev.Labels = en.name, now, en.spec.Labels
 	ev.Started, ev.Ready, ev.Live = t.Status.Started(), t.Status.Ready(), t.Status.Live()
 	if ev.Kind.Lifecycle() {

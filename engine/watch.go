@@ -58,14 +58,15 @@ type Watcher struct {
 	from     uint64 // events below it are never delivered
 	spare    []Event
 
-	mu       sync.Mutex // guards the fields below
-	synced   bool       // receives pushes; also in f.synced
-	queue    []Event
-	rev      uint64 // everything up to rev was queued, returned or filtered out
-	lastSent uint64 // revision of the last event returned by Next
-	err      error  // terminal
-	closed   bool
-	wake     chan struct{}
+	mu         sync.Mutex // guards the fields below
+	synced     bool       // receives pushes; also in f.synced
+	queue      []Event
+	queueBytes int    // estimated bytes of queue, counted in f.queued
+	rev        uint64 // everything up to rev was queued, returned or filtered out
+	lastSent   uint64 // revision of the last event returned by Next
+	err        error  // terminal
+	closed     bool
+	wake       chan struct{}
 }
 
 type watchFilter struct {
@@ -183,6 +184,7 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 		if len(w.queue) > 0 {
 			b := Batch{Events: w.queue, Revision: w.rev}
 			w.queue, w.spare = w.spare[:0], w.queue
+			w.dropQueueBytes()
 			w.lastSent = b.Events[len(b.Events)-1].Revision
 			w.mu.Unlock()
 			return b, nil
@@ -205,7 +207,7 @@ func (w *Watcher) nextSnapshot() Batch {
 	n := min(len(w.snapshot), maxSnapshotBatch)
 	b := Batch{Events: w.spare[:0], Snapshot: true, Revision: w.snapRev}
 	for _, t := range w.snapshot[:n] {
-		b.Events = append(b.Events, snapshotEvent(t))
+		b.Events = append(b.Events, snapshotEvent(w.f.withEffective(t)))
 	}
 	w.spare = b.Events
 	clear(w.snapshot[:n])
@@ -249,7 +251,8 @@ func (w *Watcher) catchUp() (Batch, error) {
 	}
 	if w.cursor <= f.hist.compacted {
 		// History moved past us while we were catching up.
-		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max}
+		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max,
+			Exceeded: "the retained history (--history, --history-bytes) dropped events before it read them"}
 	}
 	read := f.hist.read(w.spare[:0], w.cursor, maxBatch)
 	b := Batch{Events: read[:0]}
@@ -281,9 +284,11 @@ func (w *Watcher) catchUp() (Batch, error) {
 	return b, nil
 }
 
-// pushLocked queues ev if it matches; f.mu and not w.mu held. It reports
-// false when the watcher must leave the synced set (too slow or failed).
-func (w *Watcher) pushLocked(ev *Event) bool {
+// pushLocked queues ev, of estimated size bytes, if it matches; f.mu and
+// not w.mu held. It reports false when the watcher must leave the synced
+// set (too slow or failed): its queue would pass its bound of events or
+// of bytes (f.watcherBytes).
+func (w *Watcher) pushLocked(ev *Event, size int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -295,15 +300,52 @@ func (w *Watcher) pushLocked(ev *Event) bool {
 	// Everything up to ev is now queued or filtered: a batch taken while
 	// publishing continues must not report an older revision.
 	w.rev = max(w.rev, ev.Revision)
-	if len(w.queue) >= w.max {
-		w.err = &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max}
-		w.queue = nil
-		w.signal()
+	switch limit := w.f.watcherBytes; {
+	case len(w.queue) >= w.max:
+		w.failSlowLocked("")
+		return false
+	case limit > 0 && w.queueBytes+size > limit:
+		w.failSlowLocked(fmt.Sprintf("more than %d bytes of events pending (--watch-buffer-bytes)", limit))
 		return false
 	}
 	w.queue = append(w.queue, *ev)
+	w.queueBytes += size
+	w.f.queued.Add(int64(size))
 	w.signal()
 	return true
+}
+
+// failSlow ends the watcher as too slow, for having passed the bound
+// exceeded describes; f.mu held.
+func (w *Watcher) failSlow(exceeded string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failSlowLocked(exceeded)
+}
+
+// failSlowLocked is failSlow with w.mu held: the queue is dropped (the
+// client resumes from its last revision and replays it from history).
+func (w *Watcher) failSlowLocked(exceeded string) {
+	if w.err == nil {
+		w.err = &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max, Exceeded: exceeded}
+	}
+	w.queue = nil
+	w.dropQueueBytes()
+	w.signal()
+}
+
+// dropQueueBytes uncounts the queue's bytes (it was taken or dropped);
+// w.mu held.
+func (w *Watcher) dropQueueBytes() {
+	w.f.queued.Add(-int64(w.queueBytes))
+	w.queueBytes = 0
+}
+
+// pendingBytes returns the estimated bytes of events queued for w.
+func (w *Watcher) pendingBytes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queueBytes
 }
 
 // advanceLocked records that everything up to rev was seen; f.mu held.
@@ -341,6 +383,11 @@ func (w *Watcher) Progress() uint64 {
 	return w.rev
 }
 
+// PendingWatchBytes returns the estimated bytes of events waiting in the
+// queues of every watcher: at most Options.WatchTotalBytes (plus one
+// event).
+func (e *Engine) PendingWatchBytes() int64 { return e.feed.queued.Load() }
+
 // Close releases the watcher. Next must not be called afterwards.
 func (w *Watcher) Close() {
 	f := w.f
@@ -356,6 +403,7 @@ func (w *Watcher) Close() {
 		w.err = ErrClosed
 	}
 	w.queue = nil
+	w.dropQueueBytes()
 	w.mu.Unlock()
 	w.snapshot = slices.Delete(w.snapshot, 0, len(w.snapshot))
 }

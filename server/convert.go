@@ -262,24 +262,33 @@ func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
 }
 
 // fromProbeStatus converts the status of a probe; the effective timing is
-// computed from its spec, so it is right also for statuses that carry only
-// the durable fields (events, snapshots).
+// the engine's (with the server's floors applied), or computed from the
+// spec for a status that does not carry it.
 func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStatus {
 	if !p.Present || spec == nil {
 		return nil
 	}
 	return &probev1.ProbeStatus{
 		Result:               toAPI(results, p.Result),
-		Effective:            fromEffective(spec.Effective()),
+		Effective:            fromEffective(effective(p, spec)),
 		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
 		ConsecutiveFailures:  p.ConsecutiveFailures,
 		HasInitialized:       p.HasInitialized,
 		LastProbeTime:        timestamp(p.LastProbeTime),
 		LastTransitionTime:   timestamp(p.LastTransitionTime),
-		LastMessage:          p.LastMessage,
+		LastMessage:          probe.BoundMessage(p.LastMessage),
 		LastLatency:          duration(p.LastLatency),
 		ProbesTotal:          p.ProbesTotal,
 	}
+}
+
+// effective is the timing the engine uses: the status's, which has the
+// server's floors applied, or else the spec's.
+func effective(p *engine.ProbeStatus, spec *probe.Spec) probe.Effective {
+	if p.Effective != (probe.Effective{}) {
+		return p.Effective
+	}
+	return spec.Effective()
 }
 
 func fromEffective(e probe.Effective) *probev1.Effective {
@@ -300,7 +309,7 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 		Time:     timestamp(ev.Time),
 		Name:     ev.Name,
 		Kind:     toAPI(eventKinds, ev.Kind),
-		Message:  ev.Message,
+		Message:  probe.BoundMessage(ev.Message), // the engine bounds it; data of older versions may not be
 		Reason:   ev.Reason,
 		Started:  ev.Started,
 		Ready:    ev.Ready,
@@ -320,7 +329,7 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 }
 
 func fromOutcome(o probe.Outcome, at time.Time) *probev1.Outcome {
-	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
+	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: probe.BoundMessage(o.Message), Latency: duration(o.Latency), Time: timestamp(at)}
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
+	"time"
 
+	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/target"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -40,7 +43,8 @@ func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (
 	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
 }
 
-// ListTargets returns one page of targets in name order.
+// ListTargets returns one page of targets in name order: at most pageSize
+// targets, and at most MaxResponseBytes.
 func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsRequest) (*probev1.ListTargetsResponse, error) {
 	var errs field.List
 	size := int(req.GetPageSize())
@@ -70,8 +74,12 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	for i, t := range ts {
 		resp.Targets[i] = fromTarget(t)
 	}
-	if more && len(ts) > 0 {
-		resp.NextPageToken = encodePageToken(ts[len(ts)-1].Spec.Name)
+	// A page of large targets is cut by bytes; the rest comes next.
+	if n := fitPage(resp.Targets); n < len(resp.Targets) {
+		resp.Targets, more = resp.Targets[:n], true
+	}
+	if more && len(resp.Targets) > 0 {
+		resp.NextPageToken = encodePageToken(resp.Targets[len(resp.Targets)-1].GetName())
 	}
 	return resp, nil
 }
@@ -90,12 +98,20 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
 }
 
-// DeleteTarget starts the graceful removal of a target.
+// DeleteTarget starts the graceful removal of a target, or shortens it.
 func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequest) (*probev1.DeleteTargetResponse, error) {
-	if err := validateName(req.GetName()); err != nil {
+	errs := nameErrors(req.GetName())
+	var opts []engine.DeleteOption
+	if g := req.GracePeriodSeconds; g != nil {
+		if *g < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("gracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+		}
+		opts = append(opts, engine.WithGracePeriod(seconds(*g)))
+	}
+	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
-	t, err := s.engine.Delete(ctx, req.GetName())
+	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
 	if err != nil {
 		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
 			return c.DeleteTarget(ctx, req)
@@ -144,13 +160,27 @@ func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetReques
 }
 
 func nameErrors(name string) field.List {
-	if name == "" {
+	switch {
+	case name == "":
 		return field.List{field.Required(field.NewPath("name"), "a target name is required")}
+	case len(name) > target.MaxNameBytes:
+		// No such target can exist; and a not-found error would echo it.
+		return field.List{field.TooLong(field.NewPath("name"), target.MaxNameBytes)}
 	}
 	return nil
 }
 
 func validateName(name string) error { return nameErrors(name).Err() }
+
+// seconds converts n seconds to a Duration, saturating rather than
+// wrapping around.
+func seconds(n int64) time.Duration {
+	const limit = int64(math.MaxInt64 / time.Second)
+	if n > limit {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
+}
 
 func encodePageToken(last string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("after:" + last))

@@ -209,6 +209,14 @@ func TestInvalidTargetCarriesEveryViolation(t *testing.T) {
 			_, err := api(s).TriggerProbe(context.Background(), &probev1.TriggerProbeRequest{Name: "x"})
 			return err
 		}, codes.InvalidArgument},
+		{"delete with a negative grace period", func() error {
+			_, err := api(s).DeleteTarget(context.Background(), &probev1.DeleteTargetRequest{Name: "x", GracePeriodSeconds: ptr[int64](-1)})
+			return err
+		}, codes.InvalidArgument},
+		{"get with a name too long to exist", func() error {
+			_, err := api(s).GetTarget(context.Background(), &probev1.GetTargetRequest{Name: strings.Repeat("n", 1<<20)})
+			return err
+		}, codes.InvalidArgument},
 		{"list with a bad token", func() error {
 			_, err := api(s).ListTargets(context.Background(), &probev1.ListTargetsRequest{PageToken: "!!"})
 			return err

@@ -13,7 +13,7 @@ import (
 )
 
 // Watch streams events: a snapshot or a replay, then live events, batched
-// per message, with a progress notification on an idle stream at least
+// per message (of at most MaxResponseBytes), with a progress notification on an idle stream at least
 // every ProgressInterval. It ends with OutOfRange for a compacted revision,
 // ResourceExhausted (with the revision to resume from) for a client too
 // slow to keep up, and Unavailable when the server shuts down.
@@ -50,16 +50,11 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 			}
 			return s.toStatus(err)
 		}
-		resp := &probev1.WatchResponse{
-			Events:           make([]*probev1.Event, len(b.Events)),
-			Snapshot:         b.Snapshot,
-			SnapshotComplete: b.SnapshotComplete,
-			Revision:         b.Revision,
-		}
+		events := make([]*probev1.Event, len(b.Events))
 		for i := range b.Events {
-			resp.Events[i] = fromEvent(&b.Events[i])
+			events[i] = fromEvent(&b.Events[i])
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := sendEvents(stream.Send, events, b.Snapshot, b.SnapshotComplete, b.Revision); err != nil {
 			return err
 		}
 		s.opts.Observer.EventsSent(len(b.Events))

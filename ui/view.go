@@ -100,7 +100,10 @@ func viewTarget(t *engine.Target) *targetView {
 		if spec == nil || !ps.Present {
 			continue
 		}
-		eff := spec.Effective()
+		eff := ps.Effective // with the server's floors applied
+		if eff == (probe.Effective{}) {
+			eff = spec.Effective()
+		}
 		if v.Probes == nil {
 			v.Probes = make(map[string]*probeView, probe.NumTypes)
 		}

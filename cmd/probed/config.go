@@ -32,6 +32,8 @@ type config struct {
 	history      int
 	historyBytes int
 	watchBuffer  int
+	watchBytes   int // --watch-buffer-bytes
+	watchTotal   int // --watch-total-bytes
 	maxTargets   int
 	maxInflight  int
 	tick         time.Duration
@@ -61,6 +63,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.history, "history", engine.DefaultHistory, "events retained for Watch resumption")
 	fs.IntVar(&c.historyBytes, "history-bytes", engine.DefaultHistoryBytes, "bytes of events retained (estimated)")
 	fs.IntVar(&c.watchBuffer, "watch-buffer", engine.DefaultWatchBuffer, "live events a watcher may have pending before it is ended as too slow")
+	fs.IntVar(&c.watchBytes, "watch-buffer-bytes", engine.DefaultWatchBufferBytes, "bytes of events (estimated) a watcher may have pending before it is ended as too slow (0: no bound)")
+	fs.IntVar(&c.watchTotal, "watch-total-bytes", engine.DefaultWatchTotalBytes, "bytes of events (estimated) pending in all watchers together; beyond it the slowest are ended (0: no bound)")
 	fs.IntVar(&c.maxTargets, "max-targets", defaultMaxTargets, "maximum number of targets (0: no limit)")
 	fs.IntVar(&c.maxInflight, "max-inflight", engine.DefaultMaxInflight, "maximum probes running at once; a probe due beyond it is skipped and counted")
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
@@ -96,17 +100,46 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--min-timeout %v: must be positive", c.minTimeout)
 	case c.tick <= 0 || c.tick > time.Second:
 		return nil, fmt.Errorf("--tick %v: must be between 1ns and 1s", c.tick)
+	case c.watchBytes < 0:
+		return nil, fmt.Errorf("--watch-buffer-bytes %d: must not be negative", c.watchBytes)
+	case c.watchTotal < 0:
+		return nil, fmt.Errorf("--watch-total-bytes %d: must not be negative", c.watchTotal)
 	}
 	if err := c.telemetry.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.security.validate(c.addr); err != nil {
+	if err := c.security.validate(c.listeners()); err != nil {
 		return nil, err
 	}
 	if err := c.ui.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// listener is an address probed listens on, and the flag that sets it.
+type listener struct{ flag, addr string }
+
+// listeners are the addresses probed serves on: the API, and the status
+// page and metrics when they are on.
+func (c *config) listeners() []listener {
+	ls := []listener{{"--addr", c.addr}}
+	if c.ui.addr != "" {
+		ls = append(ls, listener{"--ui-addr", c.ui.addr})
+	}
+	if c.telemetry.metricsAddr != "" {
+		ls = append(ls, listener{"--metrics-addr", c.telemetry.metricsAddr})
+	}
+	return ls
+}
+
+// byteBound converts a byte-bound flag (0: no bound) to the engine's
+// option (0: the default, -1: no bound).
+func byteBound(v int) int {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 func gateHelp() string {

@@ -24,7 +24,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad log format", args: []string{"--log-format=xml"}, wantErr: "--log-format"},
 		{name: "zero floor", args: []string{"--min-period=0s"}, wantErr: "--min-period"},
 		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments: serve"},
-		{name: "telemetry all set", args: []string{"--metrics-addr=:9999", "--metrics-target-label", "--trace-ratio=0.5", "--trace-propagate"}},
+		{name: "telemetry all set", args: []string{"--metrics-addr=127.0.0.1:9999", "--metrics-target-label", "--trace-ratio=0.5", "--trace-propagate"}},
 		{name: "metrics off", args: []string{"--metrics-addr="}},
 		{name: "trace ratio above 1", args: []string{"--trace-ratio=1.5"}, wantErr: "--trace-ratio"},
 		{name: "negative trace ratio", args: []string{"--trace-ratio=-0.1"}, wantErr: "--trace-ratio"},

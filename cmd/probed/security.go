@@ -21,6 +21,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server/admission"
 	"github.com/probed/probed/server/auth"
+	"github.com/probed/probed/server/hostguard"
 )
 
 // Defaults of the security flags; SECURITY.md explains each.
@@ -48,6 +49,7 @@ type securityConfig struct {
 	allowTargets  prefixList
 	denyTargets   prefixList
 	execAllowlist commaList
+	allowedHosts  commaList
 
 	maxTargetsPerClient    int
 	maxWatchers            int
@@ -68,6 +70,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.allowTargets, "allow-targets", "comma-separated CIDRs probes may connect to; empty: all not denied")
 	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default; \"\" denies nothing)")
 	fs.Var(&c.execAllowlist, "exec-allowlist", "comma-separated commands (exact command[0]) exec probes may run; empty: any (with --allow-exec)")
+	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
@@ -75,9 +78,10 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
 }
 
-// validate checks the security flags against the listen address: a
-// non-loopback address needs TLS or authentication unless --insecure.
-func (c *securityConfig) validate(addr string) error {
+// validate checks the security flags against the listen addresses (the
+// API's, the status page's, the metrics'): a non-loopback address needs
+// TLS or authentication unless --insecure.
+func (c *securityConfig) validate(listeners []listener) error {
 	switch {
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
@@ -96,11 +100,22 @@ func (c *securityConfig) validate(addr string) error {
 	case c.registrationsBurst < 1:
 		return fmt.Errorf("--registrations-burst %d: must be at least 1", c.registrationsBurst)
 	}
-	if c.tlsCert == "" && !c.authenticates() && !loopback(addr) && !c.insecure {
-		return fmt.Errorf("--addr %s is not a loopback address and neither TLS (--tls-cert, --tls-key) nor authentication "+
-			"(--auth-token-file, --client-ca) is configured: anyone who can reach it could make probed connect to any "+
-			"address it can reach (and run commands with --allow-exec). Configure TLS and tokens (see SECURITY.md), "+
-			"or pass --insecure to accept that", addr)
+	if c.tlsCert != "" || c.authenticates() || c.insecure {
+		return nil
+	}
+	for _, l := range listeners {
+		if loopback(l.addr) {
+			continue
+		}
+		if l.flag == "--addr" {
+			return fmt.Errorf("--addr %s is not a loopback address and neither TLS (--tls-cert, --tls-key) nor authentication "+
+				"(--auth-token-file, --client-ca) is configured: anyone who can reach it could make probed connect to any "+
+				"address it can reach (and run commands with --allow-exec). Configure TLS and tokens (see SECURITY.md), "+
+				"or pass --insecure to accept that", l.addr)
+		}
+		return fmt.Errorf("%s %s is not a loopback address and neither TLS (--tls-cert, --tls-key) nor authentication "+
+			"(--auth-token-file, --client-ca) is configured: anyone who can reach it could read every target, with the "+
+			"headers of its probes. Configure TLS and tokens (see SECURITY.md), or pass --insecure to accept that", l.flag, l.addr)
 	}
 	return nil
 }
@@ -132,6 +147,8 @@ type security struct {
 	certs  *auth.Certs  // nil without TLS
 	tokens *auth.Tokens // nil without token authentication
 	authn  *auth.Authenticator
+
+	guard *hostguard.Guard // Host and Origin checks of the HTTP listeners
 
 	stop func()         // stops the reloading goroutine
 	wg   sync.WaitGroup // the reloading goroutine
@@ -171,6 +188,11 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		ao.LimitHelp = fmt.Sprintf("--registrations-per-second %g, --registrations-burst %d", sc.registrationsPerSecond, sc.registrationsBurst)
 	}
 	s.authn = auth.New(ao)
+	var pages []string // the HTTP listeners: all but the API's
+	for _, l := range cfg.listeners()[1:] {
+		pages = append(pages, l.addr)
+	}
+	s.guard = hostguard.New(pages, sc.allowedHosts)
 	s.warn(cfg)
 	if len(reload) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -182,14 +204,18 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 
 // warn logs the configurations that are allowed but weak.
 func (s *security) warn(cfg *config) {
-	local := loopback(cfg.addr)
-	switch {
-	case s.cfg.insecure && !local && s.certs == nil && !s.cfg.authenticates():
-		s.log.Warn("serving without TLS or authentication on a non-loopback address (--insecure): anyone who reaches it can use probed", "addr", cfg.addr)
-	case !local && s.certs == nil:
-		s.log.Warn("serving without TLS on a non-loopback address: tokens travel in clear text", "addr", cfg.addr)
-	case !local && !s.cfg.authenticates():
-		s.log.Warn("serving TLS without authentication on a non-loopback address: any client can use probed", "addr", cfg.addr)
+	for _, l := range cfg.listeners() {
+		if loopback(l.addr) {
+			continue
+		}
+		switch {
+		case s.cfg.insecure && s.certs == nil && !s.cfg.authenticates():
+			s.log.Warn("serving without TLS or authentication on a non-loopback address (--insecure): anyone who reaches it can use probed", "flag", l.flag, "addr", l.addr)
+		case s.certs == nil:
+			s.log.Warn("serving without TLS on a non-loopback address: tokens travel in clear text", "flag", l.flag, "addr", l.addr)
+		case !s.cfg.authenticates():
+			s.log.Warn("serving TLS without authentication on a non-loopback address: any client can use probed", "flag", l.flag, "addr", l.addr)
+		}
 	}
 	if len(s.cfg.execAllowlist) > 0 && !cfg.allowExec {
 		s.log.Warn("--exec-allowlist has no effect without --allow-exec: exec probes are refused")
@@ -230,8 +256,9 @@ func (s *security) configure(eo *engine.Options, co *check.Options) {
 }
 
 // protect wraps an HTTP handler (status page, metrics) with the API's
-// authentication.
-func (s *security) protect(h http.Handler) http.Handler { return s.authn.HTTP(h) }
+// authentication, behind the Host and Origin checks that keep other web
+// sites out (DNS rebinding, cross-site requests).
+func (s *security) protect(h http.Handler) http.Handler { return s.guard.Wrap(s.authn.HTTP(h)) }
 
 // close stops watching certificate files.
 func (s *security) close() {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,20 +58,22 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 
 	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
-		Clock:        clockwork.NewRealClock(),
-		Store:        store,
-		Observer:     tel.engineObserver(),
-		Logger:       log,
-		Gates:        cfg.gates,
-		MinPeriod:    cfg.minPeriod,
-		MinTimeout:   cfg.minTimeout,
-		AllowExec:    cfg.allowExec,
-		History:      cfg.history,
-		HistoryBytes: cfg.historyBytes,
-		WatchBuffer:  cfg.watchBuffer,
-		MaxTargets:   cfg.maxTargets,
-		MaxInflight:  cfg.maxInflight,
-		Tick:         cfg.tick,
+		Clock:            clockwork.NewRealClock(),
+		Store:            store,
+		Observer:         tel.engineObserver(),
+		Logger:           log,
+		Gates:            cfg.gates,
+		MinPeriod:        cfg.minPeriod,
+		MinTimeout:       cfg.minTimeout,
+		AllowExec:        cfg.allowExec,
+		History:          cfg.history,
+		HistoryBytes:     cfg.historyBytes,
+		WatchBuffer:      cfg.watchBuffer,
+		WatchBufferBytes: byteBound(cfg.watchBytes),
+		WatchTotalBytes:  byteBound(cfg.watchTotal),
+		MaxTargets:       cfg.maxTargets,
+		MaxInflight:      cfg.maxInflight,
+		Tick:             cfg.tick,
 	}
 	sec.configure(&engOpts, &checkOpts)
 	engOpts.Checkers = check.New(checkOpts)
@@ -86,7 +89,8 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.addr, err)
 	}
-	g := grpc.NewServer(append(sec.grpcOptions(), tel.grpcOptions()...)...)
+	// The service's own options after authentication's (GRPCOptions).
+	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
 	server.New(eng, server.Options{Logger: log, Observer: tel.serverObserver()}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)

@@ -3,7 +3,9 @@ package field
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is matched (errors.Is) by every error made from a non-empty List.
@@ -19,6 +21,7 @@ const (
 	TypeForbidden Type = "Forbidden"
 	TypeTooLong   Type = "Too long"
 	TypeNotFound  Type = "Not found"
+	TypeTooMany   Type = "Too many errors"
 )
 
 // Error is one problem with one field.
@@ -48,10 +51,33 @@ func (e *Error) Description() string {
 	return b.String()
 }
 
+// MaxEchoBytes bounds how much of a value (or a map key) an error quotes:
+// a request may be large, and its errors are sent back, logged and shown
+// in terminals.
+const MaxEchoBytes = 128
+
+// MaxErrors bounds how many errors a List reports (Err): the first ones,
+// then one saying how many more there were.
+const MaxErrors = 100
+
+// quote renders s for an error: quoted with Go's escapes for control
+// characters and invalid UTF-8, and clipped to MaxEchoBytes with its full
+// length noted.
+func quote(s string) string {
+	if len(s) <= MaxEchoBytes {
+		return strconv.Quote(s)
+	}
+	n := MaxEchoBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:n]), len(s))
+}
+
 func formatValue(v any) string {
 	switch v := v.(type) {
 	case string:
-		return fmt.Sprintf("%q", v)
+		return quote(v)
 	case nil:
 		return "null"
 	default:
@@ -84,9 +110,17 @@ type List []*Error
 
 // Err returns nil for an empty list and otherwise an error that wraps
 // ErrInvalid and can be unwrapped to the list with errors.As(err, *List).
+//
+// At most MaxErrors errors are kept: beyond them, the last one kept says
+// how many more there were (at the field of the first one left out).
 func (l List) Err() error {
 	if len(l) == 0 {
 		return nil
+	}
+	if len(l) > MaxErrors {
+		more := &Error{Type: TypeTooMany, Field: l[MaxErrors-1].Field,
+			Detail: fmt.Sprintf("%d more errors not shown (at most %d are reported)", len(l)-MaxErrors+1, MaxErrors)}
+		l = append(l[:MaxErrors-1:MaxErrors-1], more)
 	}
 	return &ListError{List: l}
 }

@@ -2,6 +2,8 @@ package field_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/probed/probed/engine/field"
@@ -21,6 +23,14 @@ func TestErrorDescription(t *testing.T) {
 		{"required", field.Required(p, "a name is required"), "Required value: a name is required", "target.name: Required value: a name is required"},
 		{"forbidden", field.Forbidden(p, "disabled"), "Forbidden: disabled", "target.name: Forbidden: disabled"},
 		{"too long", field.TooLong(p, 63), "Too long: must have at most 63 bytes", "target.name: Too long: must have at most 63 bytes"},
+		{
+			"control characters escaped", field.Invalid(p, "\x1b]0;pwned\a\x1b[2J\xff", "bad"),
+			`Invalid value: "\x1b]0;pwned\a\x1b[2J\xff": bad`, `target.name: Invalid value: "\x1b]0;pwned\a\x1b[2J\xff": bad`,
+		},
+		{
+			"a long value clipped", field.Invalid(p, strings.Repeat("é", 100), "bad"),
+			`Invalid value: "` + strings.Repeat("é", 64) + `"... (200 bytes): bad`, `target.name: Invalid value: "` + strings.Repeat("é", 64) + `"... (200 bytes): bad`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,5 +61,30 @@ func TestListErr(t *testing.T) {
 	}
 	if want := "a: Required value; b: Invalid value: -1: must be non-negative"; err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+}
+
+// TestListErrCapped: a request with thousands of bad fields gets the first
+// MaxErrors errors, the last saying how many more there were, not an error
+// larger than the request.
+func TestListErrCapped(t *testing.T) {
+	t.Parallel()
+	var l field.List
+	for i := range 5000 {
+		l = append(l, field.Invalid(field.NewPath("target").Child("labels").Key(fmt.Sprint("-", i)), strings.Repeat("v", 4096), "bad"))
+	}
+	var le *field.ListError
+	if !errors.As(l.Err(), &le) || len(le.List) != field.MaxErrors {
+		t.Fatalf("Err() kept %d errors, want %d", len(le.List), field.MaxErrors)
+	}
+	last := le.List[field.MaxErrors-1]
+	if want := "target.labels[-99]: Too many errors: 4901 more errors not shown (at most 100 are reported)"; last.Error() != want {
+		t.Errorf("last error %q, want %q", last.Error(), want)
+	}
+	if n := len(l.Err().Error()); n > 32<<10 {
+		t.Errorf("the error of 5000 bad 4 KiB values is %d bytes", n)
+	}
+	if len(l) != 5000 {
+		t.Errorf("Err() changed the list: %d errors left", len(l))
 	}
 }

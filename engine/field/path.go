@@ -34,9 +34,19 @@ func (p *Path) Index(i int) *Path {
 	return &Path{parent: p, elem: "[" + strconv.Itoa(i) + "]"}
 }
 
-// Key returns the path of the map entry k of the map at p.
+// Key returns the path of the map entry k of the map at p: "[app]" for a
+// key of letters, digits and "-_./", else the key quoted (control
+// characters escaped) and clipped to MaxEchoBytes, as a value is, so a
+// hostile key cannot drive a terminal nor make the error long.
 func (p *Path) Key(k string) *Path {
+	if k == "" || len(k) > MaxEchoBytes || strings.ContainsFunc(k, func(r rune) bool { return !plainKeyRune(r) }) {
+		return &Path{parent: p, elem: "[" + quote(k) + "]"}
+	}
 	return &Path{parent: p, elem: "[" + k + "]"}
+}
+
+func plainKeyRune(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_./", r)
 }
 
 // String renders the path, e.g. "target.readinessProbe.httpGet.httpHeaders[0].name".

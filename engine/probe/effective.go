@@ -74,3 +74,16 @@ func deref(p *int32) int32 {
 	}
 	return *p
 }
+
+// AtLeast returns e with its period and initial period raised to
+// minPeriod and its timeout to minTimeout where they are below, and
+// whether any was: the server's floors (--min-period, --min-timeout)
+// applied to a spec validated under lower ones (a target stored before
+// the floors were raised).
+func (e Effective) AtLeast(minPeriod, minTimeout time.Duration) (Effective, bool) {
+	out := e
+	out.Period = max(e.Period, minPeriod)
+	out.InitialPeriod = max(e.InitialPeriod, minPeriod)
+	out.Timeout = max(e.Timeout, minTimeout)
+	return out, out != e
+}

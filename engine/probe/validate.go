@@ -2,8 +2,11 @@ package probe
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -30,6 +33,7 @@ const (
 	MaxCommandArgs  = 64
 	MaxCommandBytes = 8192
 	MaxCAPEMBytes   = 64 << 10
+	MaxServiceBytes = 1024 // a gRPC health service name
 )
 
 // Options are the server-wide settings validation depends on.
@@ -209,6 +213,9 @@ func (h *Handler) validate(path *field.Path, opts Options) field.List {
 		p := path.Child("grpc")
 		errs = append(errs, validateHost(p.Child("host"), h.GRPC.Host)...)
 		errs = append(errs, validatePort(p.Child("port"), h.GRPC.Port)...)
+		if h.GRPC.Service != nil && len(*h.GRPC.Service) > MaxServiceBytes {
+			errs = append(errs, field.TooLong(p.Child("service"), MaxServiceBytes))
+		}
 		errs = append(errs, h.GRPC.TLS.validate(p.Child("tls"))...)
 	case h.Exec != nil:
 		errs = append(errs, h.Exec.validate(path.Child("exec"), opts)...)
@@ -220,12 +227,7 @@ func (g *HTTPGet) validate(path *field.Path) field.List {
 	var errs field.List
 	errs = append(errs, validateHost(path.Child("host"), g.Host)...)
 	errs = append(errs, validatePort(path.Child("port"), g.Port)...)
-	switch {
-	case len(g.Path) > MaxPathBytes:
-		errs = append(errs, field.TooLong(path.Child("path"), MaxPathBytes))
-	case g.Path != "" && !strings.HasPrefix(g.Path, "/"):
-		errs = append(errs, field.Invalid(path.Child("path"), g.Path, `must start with "/"`))
-	}
+	errs = append(errs, validatePath(path.Child("path"), g.Path)...)
 	switch g.Scheme {
 	case "", SchemeHTTP:
 		if g.TLS != nil {
@@ -247,8 +249,8 @@ func (g *HTTPGet) validate(path *field.Path) field.List {
 		case !validHeaderName(h.Name):
 			errs = append(errs, field.Invalid(p.Child("name"), h.Name, "must be a valid HTTP header name (RFC 7230 token)"))
 		}
-		if strings.ContainsAny(h.Value, "\r\n\x00") {
-			errs = append(errs, field.Invalid(p.Child("value"), h.Value, "must not contain CR, LF or NUL"))
+		if strings.ContainsFunc(h.Value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			errs = append(errs, field.Invalid(p.Child("value"), h.Value, "must not contain CR, LF, NUL or other control characters but tab"))
 		}
 		if len(h.Name)+len(h.Value) > MaxHeaderBytes {
 			errs = append(errs, field.TooLong(p, MaxHeaderBytes))
@@ -267,16 +269,26 @@ func validHeaderName(name string) bool {
 }
 
 func (t *TLS) validate(path *field.Path) field.List {
-	if t == nil || t.CAPEM == "" {
+	if t == nil {
 		return nil
 	}
-	if len(t.CAPEM) > MaxCAPEMBytes {
-		return field.List{field.TooLong(path.Child("caPem"), MaxCAPEMBytes)}
+	var errs field.List
+	if t.ServerName != "" {
+		p := path.Child("serverName")
+		if len(t.ServerName) > MaxHostBytes {
+			errs = append(errs, field.TooLong(p, MaxHostBytes))
+		} else if _, err := netip.ParseAddr(t.ServerName); err != nil && !validHostName(t.ServerName) {
+			errs = append(errs, field.Invalid(p, t.ServerName, "must be a host name or an IP address"))
+		}
 	}
-	if !x509.NewCertPool().AppendCertsFromPEM([]byte(t.CAPEM)) {
-		return field.List{field.Invalid(path.Child("caPem"), "<PEM>", "must contain at least one PEM-encoded certificate")}
+	switch {
+	case t.CAPEM == "":
+	case len(t.CAPEM) > MaxCAPEMBytes:
+		errs = append(errs, field.TooLong(path.Child("caPem"), MaxCAPEMBytes))
+	case !x509.NewCertPool().AppendCertsFromPEM([]byte(t.CAPEM)):
+		errs = append(errs, field.Invalid(path.Child("caPem"), "<PEM>", "must contain at least one PEM-encoded certificate"))
 	}
-	return nil
+	return errs
 }
 
 func (e *Exec) validate(path *field.Path, opts Options) field.List {
@@ -291,8 +303,11 @@ func (e *Exec) validate(path *field.Path, opts Options) field.List {
 		errs = append(errs, field.Invalid(path.Child("command"), len(e.Command), fmt.Sprintf("must have at most %d arguments", MaxCommandArgs)))
 	}
 	total := 0
-	for _, a := range e.Command {
+	for i, a := range e.Command {
 		total += len(a)
+		if strings.ContainsRune(a, 0) {
+			errs = append(errs, field.Invalid(path.Child("command").Index(i), a, "must not contain NUL (no program could receive it)"))
+		}
 	}
 	if total > MaxCommandBytes {
 		errs = append(errs, field.TooLong(path.Child("command"), MaxCommandBytes))
@@ -300,14 +315,94 @@ func (e *Exec) validate(path *field.Path, opts Options) field.List {
 	return errs
 }
 
+// validateHost accepts what a probe can connect to: an IP address (IPv6
+// without brackets, with an optional zone) other than an unspecified one,
+// or a host name as Go's resolver accepts it. Anything else would fail on
+// every probe.
 func validateHost(path *field.Path, host string) field.List {
 	switch {
 	case host == "":
 		return field.List{field.Required(path, "a host name or IP address is required")}
 	case len(host) > MaxHostBytes:
 		return field.List{field.TooLong(path, MaxHostBytes)}
-	case strings.ContainsAny(host, "/ \t\r\n?#@[]"):
-		return field.List{field.Invalid(path, host, "must be a host name or IP address (IPv6 without brackets), without scheme, port or path")}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Unmap().WithZone("").IsUnspecified() {
+			return field.List{field.Invalid(path, host, "must not be an unspecified address (0.0.0.0, ::): it means this host, never a probe target; use 127.0.0.1 or ::1 for a local server")}
+		}
+		if z := ip.Zone(); strings.ContainsFunc(z, func(r rune) bool { return !isNameByte(r) }) {
+			return field.List{field.Invalid(path, host, "the zone of an IPv6 address must be an interface name or index (letters, digits, '-', '_' and '.')")}
+		}
+		return nil
+	}
+	if !validHostName(host) {
+		return field.List{field.Invalid(path, host, "must be a host name or IP address (IPv6 without brackets, a zone after '%' not empty), "+
+			"without scheme, port or path; a name is dot-separated labels of letters, digits, '-' and '_', at most 63 bytes each, not all digits")}
+	}
+	return nil
+}
+
+// validHostName reports whether s is a name Go's resolver looks up (its
+// isDomainName): dot-separated labels of letters, digits, '_' and '-'
+// (not at either end of a label), 1 to 63 bytes each, an optional final
+// dot, and not all digits (which a C resolver would read as an address).
+func validHostName(s string) bool {
+	if s == "" || s == "." || len(s) > MaxHostBytes+1 {
+		return false
+	}
+	last, label, nonNumeric := byte('.'), 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '_':
+			nonNumeric = true
+			label++
+		case '0' <= c && c <= '9':
+			label++
+		case c == '-':
+			if last == '.' {
+				return false
+			}
+			nonNumeric = true
+			label++
+		case c == '.':
+			if last == '.' || last == '-' {
+				return false
+			}
+			label = 0
+		default:
+			return false
+		}
+		if label > 63 {
+			return false
+		}
+		last = c
+	}
+	return last != '-' && nonNumeric
+}
+
+func isNameByte(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.'
+}
+
+// validatePath accepts a path (with an optional query) that makes a valid
+// request line: it starts with "/", and has no control character nor a
+// malformed %-escape.
+func validatePath(path *field.Path, p string) field.List {
+	switch {
+	case p == "":
+		return nil
+	case len(p) > MaxPathBytes:
+		return field.List{field.TooLong(path, MaxPathBytes)}
+	case !strings.HasPrefix(p, "/"):
+		return field.List{field.Invalid(path, p, `must start with "/"`)}
+	}
+	if _, err := url.ParseRequestURI(p); err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the path, which the error shows already
+		}
+		return field.List{field.Invalid(path, p, "must be a valid URL path and query: "+err.Error())}
 	}
 	return nil
 }

@@ -26,6 +26,10 @@ func FuzzValidate(f *testing.F) {
 		`{"handler":{"exec":{"command":[""]},"tcpSocket":{"host":"","port":0}},"periodSeconds":2147483647,"periodMilliseconds":999}`,
 		`{"handler":{},"timeoutSeconds":-2147483648,"initialDelaySeconds":-2147483648,"initialDelayMilliseconds":-999}`,
 		`{"handler":{"httpGet":{"host":"a b","port":80,"path":"no-slash","httpHeaders":[{"name":"","value":"\r\n"},{"name":"B@d","value":"x"}]}}}`,
+		`{"handler":{"httpGet":{"host":"127.0.0.1:8080","port":80,"path":"/%zz"}}}`,
+		`{"handler":{"tcpSocket":{"host":"::ffff:0.0.0.0","port":1}}}`,
+		`{"handler":{"grpc":{"host":"::1%","port":1,"tls":{"serverName":"\u001b[31m"}}}}`,
+		`{"handler":{"exec":{"command":["true","a\u0000b"]}}}`,
 	} {
 		f.Add([]byte(seed), true, true)
 	}

@@ -219,6 +219,60 @@ func TestValidate(t *testing.T) {
 			want: []wantErr{{"target.readinessProbe.grpc.host", "without scheme, port or path"}},
 		},
 		{name: "ipv6 host is valid", spec: probe.Spec{Handler: probe.Handler{GRPC: &probe.GRPC{Host: "::1", Port: 9}}}},
+		{name: "ipv6 host with a zone is valid", spec: probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "fe80::1%eth0", Port: 9}}}},
+		{name: "host names are valid", spec: probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "web-0.web_svc.default.svc.cluster.local.", Port: 9}}}},
+		{
+			// Issue 14, item 8: each of these failed on every probe.
+			name: "hosts that no probe can reach",
+			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{Host: "127.0.0.1:8080", Port: 80}}},
+			want: []wantErr{{"target.readinessProbe.httpGet.host", `Invalid value: "127.0.0.1:8080": must be a host name or IP address`}},
+		},
+		{name: "a colon", spec: tcpTo(":"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", `Invalid value: ":"`}}},
+		{name: "a zone no URL can carry", spec: tcpTo("fe80::1%#0"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "zone"}}},
+		{name: "an empty zone", spec: tcpTo("::1%"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", `Invalid value: "::1%"`}}},
+		{name: "an all-numeric name", spec: tcpTo("1234"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "not all digits"}}},
+		{name: "an empty label", spec: tcpTo("a..b"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "must be a host name"}}},
+		{name: "a label ending in a dash", spec: tcpTo("a-.b"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "must be a host name"}}},
+		{name: "a label of 64 bytes", spec: tcpTo(strings.Repeat("a", 64) + ".b"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "at most 63 bytes each"}}},
+		{name: "a control character", spec: tcpTo("a\x1b[31m"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", `Invalid value: "a\x1b[31m"`}}},
+		{name: "a non-ASCII name", spec: tcpTo("bücher.example"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "must be a host name"}}},
+		{
+			// Issue 14, item 3: they reach this host past a loopback deny list.
+			name: "unspecified addresses",
+			spec: probe.Spec{Handler: probe.Handler{GRPC: &probe.GRPC{Host: "::ffff:0.0.0.0", Port: 1}}},
+			want: []wantErr{{"target.readinessProbe.grpc.host", "must not be an unspecified address (0.0.0.0, ::)"}},
+		},
+		{name: "0.0.0.0", spec: tcpTo("0.0.0.0"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "unspecified"}}},
+		{name: "::", spec: tcpTo("::"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "unspecified"}}},
+		{name: ":: with a zone", spec: tcpTo("::%lo"), want: []wantErr{{"target.readinessProbe.tcpSocket.host", "unspecified"}}},
+		{
+			name: "paths that make no request line",
+			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{Host: "h", Port: 80, Path: "/%zz"}}},
+			want: []wantErr{{"target.readinessProbe.httpGet.path", `Invalid value: "/%zz": must be a valid URL path and query: invalid URL escape "%zz"`}},
+		},
+		{
+			name: "a path with CR LF",
+			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{Host: "h", Port: 80, Path: "/a\r\nX-Injected: 1"}}},
+			want: []wantErr{{"target.readinessProbe.httpGet.path", "invalid control character in URL"}},
+		},
+		{
+			name: "a valid path and query",
+			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{Host: "h", Port: 80, Path: "/a%20b/c?x=1&y=%2F#frag"}}},
+		},
+		{
+			name: "a header value with an escape character",
+			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{Host: "h", Port: 80, Headers: []probe.Header{{Name: "X", Value: "a\x1bb"}, {Name: "Y", Value: "tab\tok"}}}}},
+			want: []wantErr{{"target.readinessProbe.httpGet.httpHeaders[0].value", "control characters"}},
+		},
+		{
+			name: "TLS server name and gRPC service bounded",
+			spec: probe.Spec{Handler: probe.Handler{GRPC: &probe.GRPC{Host: "h", Port: 1, Service: ptr(strings.Repeat("s", probe.MaxServiceBytes+1)),
+				TLS: &probe.TLS{ServerName: "bad name"}}}},
+			want: []wantErr{
+				{"target.readinessProbe.grpc.service", "Too long: must have at most 1024 bytes"},
+				{"target.readinessProbe.grpc.tls.serverName", `Invalid value: "bad name": must be a host name or an IP address`},
+			},
+		},
 		{
 			name: "http path, scheme and headers",
 			spec: probe.Spec{Handler: probe.Handler{HTTPGet: &probe.HTTPGet{
@@ -230,7 +284,7 @@ func TestValidate(t *testing.T) {
 				{"target.readinessProbe.httpGet.scheme", `Invalid value: "FTP": must be HTTP or HTTPS`},
 				{"target.readinessProbe.httpGet.httpHeaders[0].name", "Required value"},
 				{"target.readinessProbe.httpGet.httpHeaders[1].name", "valid HTTP header name"},
-				{"target.readinessProbe.httpGet.httpHeaders[2].value", "must not contain CR, LF or NUL"},
+				{"target.readinessProbe.httpGet.httpHeaders[2].value", "must not contain CR, LF, NUL or other control characters but tab"},
 			},
 		},
 		{
@@ -255,6 +309,12 @@ func TestValidate(t *testing.T) {
 			want: []wantErr{{"target.readinessProbe.exec.command", "Required value"}},
 		},
 		{
+			name: "exec arguments with NUL",
+			spec: probe.Spec{Handler: probe.Handler{Exec: &probe.Exec{Command: []string{"true", "ok", "a\x00b"}}}},
+			opts: probe.Options{MinPeriod: probe.DefaultMinPeriod, MinTimeout: probe.DefaultMinTimeout, AllowExec: true},
+			want: []wantErr{{"target.readinessProbe.exec.command[2]", "must not contain NUL"}},
+		},
+		{
 			name: "exec allowed",
 			spec: probe.Spec{Handler: probe.Handler{Exec: &probe.Exec{Command: []string{"true"}}}},
 			opts: probe.Options{MinPeriod: probe.DefaultMinPeriod, MinTimeout: probe.DefaultMinTimeout, AllowExec: true},
@@ -275,6 +335,10 @@ func TestValidate(t *testing.T) {
 			checkErrors(t, got, tt.want)
 		})
 	}
+}
+
+func tcpTo(host string) probe.Spec {
+	return probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: host, Port: 1}}}
 }
 
 // checkErrors asserts that got holds exactly the wanted errors, in order.

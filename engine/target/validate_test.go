@@ -66,7 +66,7 @@ func TestValidate(t *testing.T) {
 			want: []wantErr{
 				{"target.labels[/x]", "prefix of a label key"},
 				{"target.labels[a]", "a label value must be empty"},
-				{"target.labels[b key]", "a label key must be"},
+				{`target.labels["b key"]`, "a label key must be"},
 			},
 		},
 		{

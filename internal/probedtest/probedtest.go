@@ -6,6 +6,7 @@ package probedtest
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if so.Clock == nil {
 		so.Clock = opts.Clock
 	}
-	g := grpc.NewServer(opts.GRPC...)
+	g := grpc.NewServer(slices.Concat(opts.GRPC, server.GRPCOptions())...)
 	server.New(eng, so).Register(g)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -284,7 +285,10 @@ func peerAddr(ctx context.Context) string {
 // and a verified client certificate when ClientCerts is set (so h must be
 // served over TLS with the same client CA). The identity is put in the
 // request's context with engine.WithClient. Unauthenticated requests get
-// 401 Unauthorized.
+// 401 Unauthorized. As for gRPC streams, the context of a request
+// authenticated by a token is cancelled when the token is removed from
+// the token file, so a long response (the status page's event stream)
+// ends at the reload.
 func (a *Authenticator) HTTP(h http.Handler) http.Handler {
 	if a.opts.Tokens == nil && !a.opts.ClientCerts {
 		return h
@@ -297,7 +301,17 @@ func (a *Authenticator) HTTP(h http.Handler) http.Handler {
 			http.Error(w, "unauthenticated: "+err.Error(), http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(engine.WithClient(r.Context(), id)))
+		ctx := engine.WithClient(r.Context(), id)
+		if a.opts.Tokens != nil {
+			tok, _ := bearerToken(r.Header.Values("Authorization")) // authenticateHTTP checked it
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel(nil) // before the wait: it ends the goroutine
+			wg.Go(func() { a.revokeOnRemoval(ctx, cancel, tok) })
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -78,7 +78,7 @@ func jobSpec() *target.Spec {
 func terminating() engine.Status {
 	st := engine.Status{
 		Phase: engine.Terminating, CreateTime: at(0), Client: "alice", StartTime: at(10), DeleteTime: at(60),
-		Revision: 1234567,
+		DeletionGracePeriod: ptr(5 * time.Second), Revision: 1234567,
 	}
 	st.Probes[probe.Startup] = engine.ProbeStatus{Present: true, Result: probe.Success, HasInitialized: true, LastTransitionTime: at(11)}
 	st.Probes[probe.Liveness] = engine.ProbeStatus{Present: true, Result: probe.Failure, HasInitialized: true, LastTransitionTime: at(40),

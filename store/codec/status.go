@@ -98,6 +98,9 @@ func statusToProto(s *engine.Status) (*storagev1.Status, error) {
 	if s.Revision != 0 {
 		m.Revision = &s.Revision
 	}
+	if d := s.DeletionGracePeriod; d != nil {
+		m.DeletionGracePeriodNanos = (*int64)(d)
+	}
 	times := [...]struct {
 		t    time.Time
 		dst  **int64
@@ -140,6 +143,9 @@ func statusFromProto(m *storagev1.Status, s *engine.Status, rev uint64) error {
 	}
 	if m.Revision != nil {
 		s.Revision = *m.Revision
+	}
+	if d := m.DeletionGracePeriodNanos; d != nil {
+		s.DeletionGracePeriod = (*time.Duration)(d)
 	}
 	probes := [...]*storagev1.ProbeStatus{m.Startup, m.Liveness, m.Readiness}
 	for i, p := range probes {

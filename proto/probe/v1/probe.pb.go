@@ -2059,10 +2059,17 @@ func (x *UpdateTargetResponse) GetTarget() *Target {
 }
 
 type DeleteTargetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Overrides the target's termination_grace_period_seconds for this
+	// deletion, as `kubectl delete --grace-period` does: the preStop sleep
+	// is cut to it, and 0 removes the target at once (`--grace-period=0
+	// --force`). On a target already terminating it can only shorten the
+	// time left (a longer one changes nothing). Unset: the target's own.
+	// Must not be negative.
+	GracePeriodSeconds *int64 `protobuf:"varint,2,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DeleteTargetRequest) Reset() {
@@ -2100,6 +2107,13 @@ func (x *DeleteTargetRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DeleteTargetRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
 }
 
 type DeleteTargetResponse struct {
@@ -2805,9 +2819,11 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x13UpdateTargetRequest\x12(\n" +
 	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\"@\n" +
 	"\x14UpdateTargetResponse\x12(\n" +
-	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\")\n" +
+	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\"y\n" +
 	"\x13DeleteTargetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x02 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01B\x17\n" +
+	"\x15_grace_period_seconds\"@\n" +
 	"\x14DeleteTargetResponse\x12(\n" +
 	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\"]\n" +
 	"\x13TriggerProbeRequest\x12\x12\n" +
@@ -3051,6 +3067,7 @@ func file_probe_v1_probe_proto_init() {
 	file_probe_v1_probe_proto_msgTypes[9].OneofWrappers = []any{
 		(*LifecycleHandler_Sleep)(nil),
 	}
+	file_probe_v1_probe_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

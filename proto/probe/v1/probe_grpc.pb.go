@@ -51,6 +51,8 @@ type ProbeServiceClient interface {
 	// DeleteTarget starts a graceful removal: the target becomes TERMINATING,
 	// readiness fails at once, the preStop sleep runs, then the target is
 	// removed. The response returns at once; the removal is a later event.
+	// grace_period_seconds shortens the wait (0: at once), also for a target
+	// already terminating.
 	DeleteTarget(ctx context.Context, in *DeleteTargetRequest, opts ...grpc.CallOption) (*DeleteTargetResponse, error)
 	// TriggerProbe runs one probe now and returns its outcome. When that
 	// probe is already running, the call waits for the running one instead
@@ -186,6 +188,8 @@ type ProbeServiceServer interface {
 	// DeleteTarget starts a graceful removal: the target becomes TERMINATING,
 	// readiness fails at once, the preStop sleep runs, then the target is
 	// removed. The response returns at once; the removal is a later event.
+	// grace_period_seconds shortens the wait (0: at once), also for a target
+	// already terminating.
 	DeleteTarget(context.Context, *DeleteTargetRequest) (*DeleteTargetResponse, error)
 	// TriggerProbe runs one probe now and returns its outcome. When that
 	// probe is already running, the call waits for the running one instead

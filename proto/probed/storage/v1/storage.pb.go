@@ -1169,9 +1169,12 @@ type Status struct {
 	StartTimeUnixNano  *int64 `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano" json:"start_time_unix_nano,omitempty"`
 	DeleteTimeUnixNano *int64 `protobuf:"fixed64,8,opt,name=delete_time_unix_nano,json=deleteTimeUnixNano" json:"delete_time_unix_nano,omitempty"`
 	// Absent: 0, or, in an Event's target, the event's revision.
-	Revision      *uint64 `protobuf:"varint,9,opt,name=revision" json:"revision,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Revision *uint64 `protobuf:"varint,9,opt,name=revision" json:"revision,omitempty"`
+	// The grace period the deletion was given, counted from delete_time
+	// (engine.Status.DeletionGracePeriod); absent: the spec's.
+	DeletionGracePeriodNanos *int64 `protobuf:"varint,10,opt,name=deletion_grace_period_nanos,json=deletionGracePeriodNanos" json:"deletion_grace_period_nanos,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Status) Reset() {
@@ -1263,6 +1266,13 @@ func (x *Status) GetDeleteTimeUnixNano() int64 {
 func (x *Status) GetRevision() uint64 {
 	if x != nil && x.Revision != nil {
 		return *x.Revision
+	}
+	return 0
+}
+
+func (x *Status) GetDeletionGracePeriodNanos() int64 {
+	if x != nil && x.DeletionGracePeriodNanos != nil {
+		return *x.DeletionGracePeriodNanos
 	}
 	return 0
 }
@@ -1646,7 +1656,7 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x10LifecycleHandler\x124\n" +
 	"\x05sleep\x18\x01 \x01(\v2\x1e.probed.storage.v1.SleepActionR\x05sleep\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xd3\x03\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\x99\x04\n" +
 	"\x06Status\x12.\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x18.probed.storage.v1.PhaseR\x05phase\x128\n" +
 	"\astartup\x18\x02 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\astartup\x12:\n" +
@@ -1656,7 +1666,9 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x06client\x18\x06 \x01(\tR\x06client\x126\n" +
 	"\x14start_time_unix_nano\x18\a \x01(\x10B\x05\xaa\x01\x02\b\x01R\x11startTimeUnixNano\x128\n" +
 	"\x15delete_time_unix_nano\x18\b \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12deleteTimeUnixNano\x12!\n" +
-	"\brevision\x18\t \x01(\x04B\x05\xaa\x01\x02\b\x01R\brevision\"\xce\x01\n" +
+	"\brevision\x18\t \x01(\x04B\x05\xaa\x01\x02\b\x01R\brevision\x12D\n" +
+	"\x1bdeletion_grace_period_nanos\x18\n" +
+	" \x01(\x03B\x05\xaa\x01\x02\b\x01R\x18deletionGracePeriodNanos\"\xce\x01\n" +
 	"\vProbeStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x121\n" +
 	"\x06result\x18\x02 \x01(\x0e2\x19.probed.storage.v1.ResultR\x06result\x12'\n" +
