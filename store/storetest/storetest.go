@@ -155,7 +155,8 @@ func (h *harness) check() *engine.Stored {
 }
 
 // cmpOpts compare times with Equal (cmp uses the method) and treat nil and
-// empty maps and slices alike (JSON's omitempty cannot tell them apart).
+// empty maps and slices alike (a store need not tell them apart: neither
+// store/codec nor JSON can).
 var cmpOpts = cmp.Options{cmpopts.EquateEmpty()}
 
 func sortTargets(ts []*engine.Target) []*engine.Target {
