@@ -49,6 +49,7 @@ type pendingChange struct {
 type commitStats struct {
 	Commits uint64 // store transactions
 	Changes uint64 // changes written
+	Refused uint64 // changes the store refused (a lost ownership, a target that exists)
 }
 
 // BatchLimiter is implemented by a Store whose Commit takes a bounded
@@ -288,6 +289,9 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 			continue
 		}
 		if why, ok := reasons[p.change.Name]; ok {
+			c.mu.Lock()
+			c.stats.Refused++
+			c.mu.Unlock()
 			notify([]pendingChange{p}, why)
 			continue
 		}
