@@ -1,0 +1,28 @@
+package etcd
+
+// An event's revision is etcd's revision of its transaction shifted left
+// by indexBits, plus its index in the transaction (see the package doc).
+const (
+	indexBits = 10
+	// MaxBatch is the most changes one transaction may carry.
+	MaxBatch = 1 << indexBits
+)
+
+// revision is the revision of the i-th change of the transaction at etcd
+// revision rev.
+func revision(rev int64, i int) uint64 { return uint64(rev)<<indexBits | uint64(i) }
+
+// position is the position after every change of etcd revision rev.
+func position(rev int64) uint64 { return revision(rev, MaxBatch-1) }
+
+// etcdRevision is the etcd revision of the transaction of revision r.
+func etcdRevision(r uint64) int64 { return int64(r >> indexBits) }
+
+// compactedBelow is Stored.Compacted after an etcd compaction at rev:
+// the events of every revision below rev are gone.
+func compactedBelow(rev int64) uint64 {
+	if rev <= 0 {
+		return 0
+	}
+	return uint64(rev)<<indexBits - 1
+}
