@@ -36,7 +36,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		timeout:  o.RequestTimeout,
 		instance: hex.EncodeToString(nonce[:]),
 	}
-	s.writer = s.keys.writer(o.ReplicaID)
+	s.id, s.writer = o.ReplicaID, s.keys.writer(o.ReplicaID)
 	s.ctx, s.close = context.WithCancel(context.Background())
 	if err := s.checkSchema(ctx); err != nil {
 		s.close()

@@ -41,7 +41,8 @@ type Options struct {
 	// at a time, no "/" nor control characters, at most 128 bytes.
 	ReplicaID string
 	// RequestTimeout bounds one etcd request (a transaction whose answer
-	// does not come in time is retried, never applied twice); default 5s.
+	// does not come in time is retried, never applied twice); default 5s;
+	// negative: none (a request ends with its context).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
 	// Clock times the backoff between retries and RequestTimeout; default
@@ -66,11 +67,8 @@ func (o *Options) setDefaults() error {
 	if why := checkReplicaID(o.ReplicaID); why != "" {
 		bad("ReplicaID", "%s", why)
 	}
-	switch {
-	case o.RequestTimeout == 0:
+	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
-	case o.RequestTimeout < 0:
-		bad("RequestTimeout", "%v is negative", o.RequestTimeout)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

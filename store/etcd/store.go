@@ -93,8 +93,8 @@ type Store struct {
 	ctx   context.Context
 	close context.CancelFunc
 
-	// writer is P/writers/<ReplicaID>.
-	writer string
+	// id is Options.ReplicaID; writer is P/writers/<id>.
+	id, writer string
 	// commitMu serialises Commit: P/writers/<id> is this store's to
 	// write, one transaction at a time.
 	commitMu sync.Mutex
@@ -123,6 +123,9 @@ type specsAt struct {
 	rev   int64
 	specs map[string]*target.Spec
 }
+
+// ReplicaID is Options.ReplicaID.
+func (s *Store) ReplicaID() string { return s.id }
 
 // Close ends a running Follow and makes the store unusable. It does not
 // close the client (the caller's) and writes nothing.
@@ -163,9 +166,14 @@ var errRequestTimeout = errors.New("etcd request timed out")
 func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
-	t := s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	var t clockwork.Timer
+	if s.timeout > 0 {
+		t = s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	}
 	return clientv3.WithRequireLeader(rctx), func() {
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
 		stop()
 		cancel(context.Canceled)
 	}
