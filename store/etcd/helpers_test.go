@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +198,9 @@ func (kv *lossyKV) applyHeld(ctx context.Context) ([]*clientv3.TxnResponse, erro
 		out = append(out, resp)
 	}
 	return out, nil
+}
+
+// testLogger logs to the test's output (shown with -v or on failure).
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -43,6 +44,8 @@ func transient(ctx, rctx context.Context, err error) bool {
 		return true // a lease operation reached a follower
 	case tooLarge(err):
 		return false
+	case code(err) == codes.Unknown && strings.HasSuffix(rpctypes.ErrorDesc(err), "raft: stopped"):
+		return true // a member stopping (raft.ErrStopped, which etcd passes on unmapped)
 	}
 	switch code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
@@ -94,6 +97,9 @@ func (s *Store) retry(ctx context.Context, what string, do func(rctx context.Con
 		rctx, cancel := s.request(ctx)
 		defer cancel()
 		err := do(rctx)
+		if err != nil && context.Cause(rctx) == errRequestTimeout {
+			err = fmt.Errorf("%w after %v: %w", errRequestTimeout, s.timeout, err)
+		}
 		return err != nil && transient(ctx, rctx, err), err
 	})
 }
