@@ -54,9 +54,10 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	if len(refused) > 0 {
 		return &engine.ConflictError{Refused: refused}
 	}
-	if len(p.ops)+2 > etcdMaxTxnOps || len(p.checks)+1 > etcdMaxTxnOps {
+	// p.ops and p.checks, and P/writers/<id>'s put and compare.
+	if ops, cmps := len(p.ops)+1, len(p.checks)+1; ops > etcdMaxTxnOps || cmps > etcdMaxTxnOps {
 		return p.refuseAll(fmt.Sprintf("%d operations and %d compares, more than etcd's --max-txn-ops (default %d) allows",
-			len(p.ops)+2, len(p.checks)+1, etcdMaxTxnOps))
+			ops, cmps, etcdMaxTxnOps))
 	}
 
 	s.commitMu.Lock()

@@ -106,7 +106,7 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 		if resp.IsProgressNotify() {
 			if rev := resp.Header.Revision; rev > f.last {
 				f.last = rev
-				f.deliver(position(rev), nil)
+				f.deliver(Position(rev), nil)
 				progressed = true
 			}
 			continue
@@ -129,12 +129,12 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 				return progressed, err
 			}
 			f.last = rev
-			f.deliver(position(rev), changes)
+			f.deliver(Position(rev), changes)
 			progressed = true
 		}
 		if newest > f.last {
 			f.last = newest
-			f.deliver(position(newest), nil)
+			f.deliver(Position(newest), nil)
 			progressed = true
 		}
 	}
@@ -212,7 +212,7 @@ func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec
 		if cerr != nil {
 			return nil, cerr
 		}
-		return nil, &engine.CompactedError{Requested: position(rev) + 1, Oldest: revision(compacted, 0)}
+		return nil, &engine.CompactedError{Requested: Position(rev) + 1, Oldest: revision(compacted, 0)}
 	}
 	return specs, err
 }

@@ -73,7 +73,7 @@ func (s *Store) load(ctx context.Context) (*engine.Stored, *specsAt, error) {
 		return nil, nil, err
 	}
 	rev := head.Header.Revision
-	st := &engine.Stored{Revision: position(rev)}
+	st := &engine.Stored{Revision: Position(rev)}
 	specs, err := s.readSpecs(ctx, rev)
 	if err != nil {
 		return nil, nil, err

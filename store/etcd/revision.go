@@ -12,8 +12,10 @@ const (
 // revision rev.
 func revision(rev int64, i int) uint64 { return uint64(rev)<<indexBits | uint64(i) }
 
-// position is the position after every change of etcd revision rev.
-func position(rev int64) uint64 { return revision(rev, MaxBatch-1) }
+// Position is the store's revision at the end of etcd revision rev: what
+// the engine's Sync waits for to have caught up with an etcd revision (a
+// shard claim's, cluster.Options.Gain).
+func Position(rev int64) uint64 { return revision(rev, MaxBatch-1) }
 
 // etcdRevision is the etcd revision of the transaction of revision r.
 func etcdRevision(r uint64) int64 { return int64(r >> indexBits) }
