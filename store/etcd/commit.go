@@ -26,9 +26,9 @@ import (
 // without a round trip, and so is a batch larger than etcd takes (a
 // reason wrapping engine.ErrResourceExhausted: see BatchLimits).
 //
-// Transient etcd failures are retried with backoff until ctx ends (the
-// error is then ctx's, and whether the transaction was applied is
-// unknown); a retry finds out whether a previous attempt was applied, so
+// Transient etcd failures are retried with backoff until ctx ends or the
+// store closes (the error is then ctx's or ErrClosed, and whether the
+// transaction was applied is unknown); a retry finds out whether a previous attempt was applied, so
 // a transaction is never applied twice. A change with no name, or without
 // a Target (and its Spec) when it is not a delete, fails the Commit before
 // anything is sent.
@@ -60,6 +60,8 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 			ops, cmps, etcdMaxTxnOps))
 	}
 
+	ctx, cancel := s.bind(ctx) // Close ends the retries too
+	defer cancel()
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.seq++

@@ -1,11 +1,13 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -328,5 +330,31 @@ func TestInvalidChange(t *testing.T) {
 	}
 	if err := s.Commit(t.Context(), too); err == nil {
 		t.Errorf("Commit of %d changes = nil, want an error", len(too))
+	}
+}
+
+// TestCloseEndsRetries: Close ends a Commit retrying against an etcd that
+// does not answer, with ErrClosed.
+func TestCloseEndsRetries(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	kv := &lossyKV{KV: cli.KV}
+	cli.KV = kv
+	clock := clockwork.NewFakeClock()
+	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	kv.lose(heldBack) // then the store waits on its clock, which does not move
+	done := make(chan error, 1)
+	go func() { done <- s.Commit(context.Background(), []*engine.Change{create("web")}) }()
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil { // the backoff
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, etcd.ErrClosed) {
+			t.Errorf("Commit after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Commit did not return within 10s of Close")
 	}
 }

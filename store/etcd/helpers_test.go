@@ -48,7 +48,7 @@ func transition(c *engine.Change, n int) *engine.Change {
 }
 
 // commit commits changes and fails the test on error.
-func commit(t *testing.T, s *etcd.Store, changes ...*engine.Change) {
+func commit(t testing.TB, s *etcd.Store, changes ...*engine.Change) {
 	t.Helper()
 	if err := s.Commit(t.Context(), changes); err != nil {
 		t.Fatalf("Commit(%d changes) = %v", len(changes), err)
@@ -56,7 +56,7 @@ func commit(t *testing.T, s *etcd.Store, changes ...*engine.Change) {
 }
 
 // load loads s and fails the test on error.
-func load(t *testing.T, s *etcd.Store) *engine.Stored {
+func load(t testing.TB, s *etcd.Store) *engine.Stored {
 	t.Helper()
 	st, err := s.Load(t.Context())
 	if err != nil {

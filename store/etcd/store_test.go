@@ -24,7 +24,7 @@ func TestContract(t *testing.T) {
 }
 
 // open opens a store over cli with o (a fake clock unless o has one).
-func open(t *testing.T, cli *clientv3.Client, o etcd.Options) *etcd.Store {
+func open(t testing.TB, cli *clientv3.Client, o etcd.Options) *etcd.Store {
 	t.Helper()
 	o.Client = cli
 	if o.Clock == nil {
