@@ -23,6 +23,7 @@ import (
 // decides: for each name exactly one create succeeds and the other is
 // refused as AlreadyExists, and what is stored is the winner's.
 func TestCreateRace(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	a := open(t, cli, etcd.Options{ReplicaID: "a"})
 	b := open(t, cli, etcd.Options{ReplicaID: "b"})
@@ -134,6 +135,7 @@ func (f *fence) Fence(string) (string, clientv3.LeaseID, bool) {
 // replica that knows it lost the shard is refused without a round trip.
 // Creates are not fenced.
 func TestFencedWrites(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	f := newFence(t, cli, "/probed/shards/0001")
 	s := open(t, cli, etcd.Options{ReplicaID: "a", Fence: f.Fence})
@@ -175,6 +177,7 @@ func TestFencedWrites(t *testing.T) {
 // TestConflictNamesEach: one refused transaction names every refused
 // target with its reason, and the others are not named.
 func TestConflictNamesEach(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	f := newFence(t, cli, "/probed/shards/0002")
 	s := open(t, cli, etcd.Options{ReplicaID: "a", Fence: f.Fence})
@@ -196,6 +199,7 @@ func TestConflictNamesEach(t *testing.T) {
 // after a delete of the same name in one transaction needs no compare;
 // two creates of one name in one transaction are refused.
 func TestBatchFolding(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
 	c := create("web")
@@ -220,6 +224,7 @@ func TestBatchFolding(t *testing.T) {
 // succeeds with its revision, the create is not refused as existing, and
 // the history has it once.
 func TestLostAnswerAppliedOnce(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	kv := &lossyKV{KV: cli.KV}
@@ -245,6 +250,7 @@ func TestLostAnswerAppliedOnce(t *testing.T) {
 // etcd applies only after the retry succeeded (a request delivered late)
 // is refused by etcd: a transaction is never applied twice.
 func TestLateDuplicateRefused(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	kv := &lossyKV{KV: cli.KV}
@@ -281,6 +287,7 @@ func revisions(events []engine.Event) []uint64 {
 // TestTooLarge: a change larger than etcd takes is refused with
 // ErrResourceExhausted, and the store goes on.
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
 	big := createWeb("big")
@@ -298,6 +305,7 @@ func TestTooLarge(t *testing.T) {
 // TestInvalidChange: a change Commit cannot write fails the Commit before
 // anything is sent.
 func TestInvalidChange(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
 	noSpec := create("x")
@@ -336,6 +344,7 @@ func TestInvalidChange(t *testing.T) {
 // TestCloseEndsRetries: Close ends a Commit retrying against an etcd that
 // does not answer, with ErrClosed.
 func TestCloseEndsRetries(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	kv := &lossyKV{KV: cli.KV}

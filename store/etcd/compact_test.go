@@ -30,6 +30,7 @@ func history(t *testing.T, s *etcd.Store, n int) []*engine.Change {
 // before the cut fails with ErrCompacted naming the oldest revision kept,
 // whether it needs the specs at its start (no Load) or not.
 func TestCompactThenLoadAndFollow(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	cs := history(t, s, 5)
@@ -62,6 +63,7 @@ func TestCompactThenLoadAndFollow(t *testing.T) {
 // with an event at or above before stays whole; one whose events are all
 // below before goes, unless it is etcd's newest revision.
 func TestCompactWholeTransactions(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	web, db := create("web"), create("db")
@@ -95,6 +97,7 @@ func mustCompact(t *testing.T, s *etcd.Store, before uint64) {
 
 // TestCompactOnlyLeading: a replica that does not lead compacts nothing.
 func TestCompactOnlyLeading(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	leading := false
 	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a", Leading: func() bool { return leading }})

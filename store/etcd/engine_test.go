@@ -106,6 +106,7 @@ func (r *replica) next(kind engine.EventKind, step time.Duration) engine.Event {
 // revisions, and both serve the same target; the store decides that a
 // name exists.
 func TestEnginesOverEtcd(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	ownedByA := func(name string) bool { return strings.HasPrefix(name, "a-") }
 	a := startReplica(t, open(t, c.Client(t), etcd.Options{ReplicaID: "a"}), ownedByA)

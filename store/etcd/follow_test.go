@@ -106,6 +106,7 @@ func (f *followed) events() []engine.Event {
 // replay (Load) has them, with the same revisions on both; positions only
 // grow, and status-only changes come with their target's spec.
 func TestFollowTwoWriters(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	b := open(t, c.Client(t), etcd.Options{ReplicaID: "b"})
@@ -173,6 +174,7 @@ func TestFollowTwoWriters(t *testing.T) {
 // shard claim) is delivered as a position without changes; keys outside
 // the prefix are not.
 func TestFollowOtherRevisions(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
@@ -197,6 +199,7 @@ func TestFollowOtherRevisions(t *testing.T) {
 // specs there, and delivers status-only changes whole; a Follow from the
 // middle of a transaction delivers its later changes only.
 func TestFollowWithoutLoad(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	web := createWeb("web")
@@ -224,6 +227,7 @@ func TestFollowWithoutLoad(t *testing.T) {
 // TestFollowEnds: Follow returns nil when its context ends and ErrClosed
 // when the store closes.
 func TestFollowEnds(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	f := follow(t, s, load(t, s).Revision)

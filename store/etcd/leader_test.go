@@ -21,6 +21,7 @@ import (
 // Commit gave it), and a Follow on another replica delivers the whole
 // history in order, through the election.
 func TestLeaderLoss(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("an etcd election: a few seconds")
 	}

@@ -19,6 +19,7 @@ import (
 // a shard of its own; creates), is one transaction etcd takes with its
 // default --max-txn-ops.
 func TestBatchLimitsFitEtcd(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	g, err := cli.Grant(t.Context(), 60)
 	if err != nil {
@@ -53,6 +54,7 @@ func TestBatchLimitsFitEtcd(t *testing.T) {
 // TestChangeBytes: what a change weighs is at least what it adds to a
 // transaction: its spec and status values and its part of P/events.
 func TestChangeBytes(t *testing.T) {
+	t.Parallel()
 	s := open(t, etcdtest.Start(t).Client(t), etcd.Options{ReplicaID: "a"})
 	_, limit := s.BatchLimits()
 	if limit > 1536*1024*2/3 {
@@ -85,6 +87,7 @@ func mustLen(b []byte, err error) int {
 // committer gives one only when a single submission is over the limits)
 // is refused with ErrResourceExhausted, without a round trip.
 func TestOverBatchLimitsRefused(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
 	n, _ := s.BatchLimits()

@@ -17,6 +17,7 @@ import (
 // TestRestartSeesEverything: what two replicas wrote, a new store (a
 // restarted replica) loads exactly, as each writer does.
 func TestRestartSeesEverything(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
 	b := open(t, c.Client(t), etcd.Options{ReplicaID: "b"})
@@ -46,6 +47,7 @@ func TestRestartSeesEverything(t *testing.T) {
 // TestLoadRefusesBadValues: a value that is not probed's is an error
 // naming its key; a newer probed's is codec.ErrNewerFormat.
 func TestLoadRefusesBadValues(t *testing.T) {
+	t.Parallel()
 	newer := []byte{codec.Version + 1, 0}
 	status, err := codec.MarshalStatus(&storetest.Create(storetest.BareSpec("x"), at(0)).Target.Status)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // fields the cluster wrote there, accepts its own version and refuses a
 // newer one or a P/meta that is not a JSON object.
 func TestOpenSchema(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, meta string // "" : no P/meta
 		want       string // P/meta after Open
@@ -59,6 +60,7 @@ func TestOpenSchema(t *testing.T) {
 
 // TestOpenOptions: bad options are errors naming the field.
 func TestOpenOptions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		opts  etcd.Options

@@ -15,6 +15,7 @@ import (
 // TestContract runs the store contract against a real etcd, one per
 // case: a compaction is etcd's, for every prefix.
 func TestContract(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.Opener {
 		cli := etcdtest.Start(t).Client(t)
 		return func() engine.Store {
