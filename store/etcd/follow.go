@@ -55,7 +55,7 @@ func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint6
 		if progressed {
 			b, attempt = backoff{}, 1
 		}
-		if ctx.Err() != nil || !transient(ctx, ctx, err) {
+		if ctx.Err() != nil || !transient(ctx, err) {
 			return f.end(outer, err)
 		}
 		s.logRetry("follow", attempt, err)
@@ -79,13 +79,13 @@ type follower struct {
 // end is Follow's result for err: nil when its caller's ctx ended,
 // ErrClosed when the store closed.
 func (f *follower) end(ctx context.Context, err error) error {
-	switch {
-	case f.s.ctx.Err() != nil:
+	if f.s.ctx.Err() != nil {
 		return ErrClosed
-	case ctx.Err() != nil:
-		return nil
 	}
-	return fmt.Errorf("etcd store: follow: %w", err)
+	if ctx.Err() == nil {
+		return fmt.Errorf("etcd store: follow: %w", err)
+	}
+	return nil // the caller ended it
 }
 
 // watch follows from f.last+1 until the watch ends; progressed: it
@@ -205,7 +205,7 @@ func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec
 	err := s.retrying(ctx, "follow", func() (bool, error) {
 		var err error
 		specs, err = s.readSpecs(ctx, rev)
-		return err != nil && transient(ctx, ctx, err), err
+		return err != nil && transient(ctx, err), err
 	})
 	if errors.Is(err, errStale) {
 		compacted, cerr := s.compactRevision(ctx)
@@ -222,17 +222,14 @@ func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec
 func (s *Store) compactRevision(ctx context.Context) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.cli.Watch(wctx, s.keys.events(), clientv3.WithRev(1)) {
-		if resp.CompactRevision != 0 {
-			return resp.CompactRevision, nil
-		}
-		if err := resp.Err(); err != nil {
-			return 0, err
-		}
-		return 0, nil // not compacted after all
+	resp, ok := <-s.cli.Watch(wctx, s.keys.events(), clientv3.WithRev(1))
+	switch {
+	case !ok && ctx.Err() != nil:
+		return 0, ctx.Err()
+	case !ok:
+		return 0, errWatchEnded
+	case resp.CompactRevision != 0:
+		return resp.CompactRevision, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	return 0, errWatchEnded
+	return 0, resp.Err() // nil: not compacted after all
 }

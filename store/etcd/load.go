@@ -46,7 +46,7 @@ func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 			// One attempt reads many times: each read has its own
 			// request timeout, and a transient failure restarts it.
 			st, specs, err = s.load(ctx)
-			return err != nil && transient(ctx, ctx, err), err
+			return err != nil && transient(ctx, err), err
 		})
 		switch {
 		case errors.Is(err, errStale) && attempt < loadAttempts:
@@ -92,13 +92,19 @@ func (s *Store) load(ctx context.Context) (*engine.Stored, *specsAt, error) {
 	return st, &specsAt{rev: rev, specs: specs}, nil
 }
 
-// request1 runs one request with the request timeout.
+// request1 runs one request with the request timeout; an error after
+// the timeout or the store's Close says so (errRequestTimeout, ErrClosed).
 func (s *Store) request1(ctx context.Context, do func(rctx context.Context) error) error {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	err := do(rctx)
-	if err != nil && context.Cause(rctx) == errRequestTimeout && ctx.Err() == nil {
-		return fmt.Errorf("%w: %w", errRequestTimeout, err)
+	if err != nil && ctx.Err() == nil {
+		switch cause := context.Cause(rctx); {
+		case errors.Is(cause, errRequestTimeout):
+			err = fmt.Errorf("%w after %v: %w", errRequestTimeout, s.timeout, err)
+		case errors.Is(cause, ErrClosed):
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 	}
 	return err
 }

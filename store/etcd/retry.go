@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -29,16 +28,16 @@ func code(err error) codes.Code {
 	return status.Code(err)
 }
 
-// transient reports whether a request that failed with err (its context
-// rctx, the caller's ctx) is worth retrying: the request timed out, or
-// etcd had no leader, changed it, was unreachable, stopping, overloaded or
-// out of space (an operator can compact, defragment and disarm it). Its
-// outcome is then unknown: it may have been applied.
-func transient(ctx, rctx context.Context, err error) bool {
+// transient reports whether a request that failed with err (the caller's
+// context ctx) is worth retrying: the request timed out, or etcd had no
+// leader, changed it, was unreachable, stopping, overloaded or out of
+// space (an operator can compact, defragment and disarm it). Its outcome
+// is then unknown: it may have been applied.
+func transient(ctx context.Context, err error) bool {
 	switch {
-	case ctx.Err() != nil || context.Cause(rctx) == ErrClosed:
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
 		return false // the caller gave up, or the store closed
-	case context.Cause(rctx) == errRequestTimeout, errors.Is(err, errRequestTimeout), errors.Is(err, errWatchEnded):
+	case errors.Is(err, errRequestTimeout), errors.Is(err, errWatchEnded):
 		return true
 	case errors.Is(err, rpctypes.ErrNotLeader):
 		return true // a lease operation reached a follower
@@ -94,13 +93,8 @@ func (s *Store) wait(ctx context.Context, b *backoff) bool {
 // gets the context of one request. what names the operation in logs.
 func (s *Store) retry(ctx context.Context, what string, do func(rctx context.Context) error) error {
 	return s.retrying(ctx, what, func() (bool, error) {
-		rctx, cancel := s.request(ctx)
-		defer cancel()
-		err := do(rctx)
-		if err != nil && context.Cause(rctx) == errRequestTimeout {
-			err = fmt.Errorf("%w after %v: %w", errRequestTimeout, s.timeout, err)
-		}
-		return err != nil && transient(ctx, rctx, err), err
+		err := s.request1(ctx, do)
+		return err != nil && transient(ctx, err), err
 	})
 }
 
