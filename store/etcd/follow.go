@@ -191,9 +191,7 @@ func orName(spec *target.Spec, name string) *target.Spec {
 func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec, error) {
 	s.mu.Lock()
 	loaded := s.loaded
-	if loaded != nil && loaded.rev == rev {
-		s.loaded = nil
-	}
+	s.loaded = nil // handed over, or of no use
 	s.mu.Unlock()
 	switch {
 	case loaded != nil && loaded.rev == rev:
