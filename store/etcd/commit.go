@@ -2,9 +2,11 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
@@ -73,8 +75,11 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 			return err
 		})
 		if err != nil {
-			if tooLarge(err) {
+			switch {
+			case tooLarge(err):
 				return p.refuseAll(fmt.Sprintf("about %d bytes, more than etcd takes (--max-request-bytes): %v", p.bytes, err))
+			case errors.Is(err, rpctypes.ErrTooManyOps):
+				return fmt.Errorf("etcd store: commit: etcd's --max-txn-ops is below %d, which probed needs: %w", etcdMaxTxnOps, err)
 			}
 			return fmt.Errorf("etcd store: commit: %w", err)
 		}
