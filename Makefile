@@ -60,6 +60,7 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) (seed corpora under */testdata/fuz
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPResponse$$' -fuzztime $(FUZZTIME) ./check
 	$(GO) test -run '^$$' -fuzz '^FuzzValidSpecRuns$$' -fuzztime $(FUZZTIME) ./check
 	$(GO) test -run '^$$' -fuzz '^FuzzBoundMessage$$' -fuzztime $(FUZZTIME) ./engine/probe
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./store/codec
 
 check: checkgenerate lint breaking build test fuzz ## Everything CI runs.
 

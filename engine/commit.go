@@ -25,7 +25,7 @@ type committer struct {
 	feed     *feed
 	clock    clockwork.Clock
 	shared   bool                                        // the store is a SharedStore
-	maxBatch int                                         // changes per Commit; 0: no limit
+	limits   BatchLimiter                                // nil: no limit
 	onCommit func(changes []*Change, took time.Duration) // once published
 	onLost   func(names []string)                        // called with no lock held
 
@@ -49,22 +49,25 @@ type pendingChange struct {
 type commitStats struct {
 	Commits uint64 // store transactions
 	Changes uint64 // changes written
+	Refused uint64 // changes the store refused (a lost ownership, a target that exists)
 }
 
-// BatchLimiter is implemented by a Store that takes at most MaxBatch
-// changes per Commit (an etcd transaction has a bounded number of
-// operations); the committer never gives it more, and never splits the
-// changes of one submission (one target's) across Commits.
+// BatchLimiter is implemented by a Store whose Commit takes a bounded
+// batch (an etcd transaction has at most so many operations and bytes).
+// The committer never gives it more — except one submission (the changes
+// of one target, which are never split across Commits) that exceeds the
+// limits alone, which it gives alone.
 type BatchLimiter interface {
-	MaxBatch() int
+	// BatchLimits returns the most changes and bytes one Commit may take.
+	BatchLimits() (changes, bytes int)
+	// ChangeBytes is what a change weighs against the bytes limit.
+	ChangeBytes(c *Change) int
 }
 
 func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
 	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
 	_, c.shared = store.(SharedStore)
-	if l, ok := store.(BatchLimiter); ok {
-		c.maxBatch = l.MaxBatch()
-	}
+	c.limits, _ = store.(BatchLimiter)
 	return c
 }
 
@@ -138,19 +141,22 @@ func notify(batch []pendingChange, err error) {
 // it and is returned: the engine must not go on with state it cannot
 // persist.
 func (c *committer) run(ctx context.Context) error {
+	stop := func() {
+		c.mu.Lock()
+		c.closed = ErrClosed
+		c.mu.Unlock()
+	}
 	for {
-		stopping := false
 		select {
 		case <-c.wake:
 		case <-ctx.Done():
-			stopping = true
 		}
+		stopping := ctx.Err() != nil
 		if stopping {
-			c.mu.Lock()
-			c.closed = ErrClosed
-			c.mu.Unlock()
+			stop()
 		}
-		// On stop, loop until nothing is left (retries included).
+		// Write until nothing is left: batches are bounded, and on stop
+		// everything is flushed, retries included.
 		for {
 			batch := c.take()
 			if len(batch) == 0 {
@@ -160,8 +166,9 @@ func (c *committer) run(ctx context.Context) error {
 			if err := c.write(context.WithoutCancel(ctx), batch); err != nil {
 				return err
 			}
-			if !stopping {
-				break
+			if !stopping && ctx.Err() != nil {
+				stopping = true
+				stop()
 			}
 		}
 		if stopping {
@@ -170,20 +177,22 @@ func (c *committer) run(ctx context.Context) error {
 	}
 }
 
-// take removes and returns what is pending, whole units of it, up to
-// maxBatch changes (a unit larger than that alone).
+// take removes and returns what is pending, whole units of it, within the
+// store's batch limits (a unit over them alone).
 func (c *committer) take() []pendingChange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.pending)
-	if c.maxBatch > 0 {
+	if c.limits != nil {
+		maxChanges, maxBytes := c.limits.BatchLimits()
 		n = 0
-		changes := 0
+		changes, bytes := 0, 0
 		for i, p := range c.pending {
 			if p.change != nil {
 				changes++
+				bytes += c.limits.ChangeBytes(p.change)
 			}
-			if changes > c.maxBatch && n > 0 {
+			if (changes > maxChanges || bytes > maxBytes) && n > 0 {
 				break
 			}
 			if p.last {
@@ -280,6 +289,9 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 			continue
 		}
 		if why, ok := reasons[p.change.Name]; ok {
+			c.mu.Lock()
+			c.stats.Refused++
+			c.mu.Unlock()
 			notify([]pendingChange{p}, why)
 			continue
 		}

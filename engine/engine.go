@@ -393,7 +393,10 @@ type Stats struct {
 	Revision       uint64
 	Commits        uint64 // store transactions
 	Changes        uint64 // changes written (group commit: Changes/Commits per transaction)
-	Wheel          wheel.Stats
+	// Refused: changes the store refused — fenced writes of targets this
+	// replica no longer owns, creates of targets that exist.
+	Refused uint64
+	Wheel   wheel.Stats
 }
 
 // Stats returns the engine's counters.
@@ -412,6 +415,7 @@ func (e *Engine) Stats() Stats {
 		Revision:       e.feed.revision(),
 		Commits:        cs.Commits,
 		Changes:        cs.Changes,
+		Refused:        cs.Refused,
 		Wheel:          e.exec.wheel.Stats(),
 	}
 	e.feed.mu.Lock()

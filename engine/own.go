@@ -116,6 +116,21 @@ func (e *Engine) Disown(ctx context.Context, names ...string) error {
 	return e.commits.barrier(ctx)
 }
 
+// Names returns the registered targets whose name match accepts (every
+// one with a nil match), in no particular order: the cluster layer picks
+// the targets of the shards it gains or loses with it.
+func (e *Engine) Names(match func(name string) bool) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for name := range e.targets {
+		if match == nil || match(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // disownLocked stops every probe of en and its drain, and appends to
 // waits a channel per run in progress that receives when it ends; en.mu
 // held.

@@ -29,7 +29,7 @@ import (
 // streams end with Unavailable), then the gRPC server.
 func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	log := newLogger(cfg)
-	store, err := bolt.Open(cfg.dataDir)
+	store, err := bolt.Open(cfg.dataDir, bolt.WithLogger(log))
 	if err != nil {
 		return err
 	}

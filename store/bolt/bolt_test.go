@@ -1,8 +1,10 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
@@ -22,7 +25,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashEnv) != "" {
 		crashChild() // never returns
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if err := bolt.RemoveBenchData(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = max(code, 1)
+		}
+		os.Exit(code)
+	}))
 }
 
 func TestContract(t *testing.T) {
@@ -233,6 +242,27 @@ func TestLoadDamagedPage(t *testing.T) {
 	t.Logf("error: %v", err)
 	if !errors.Is(err, bolt.ErrCorrupt) || !strings.Contains(err.Error(), path) {
 		t.Errorf("Load() = %v, want ErrCorrupt naming %s", err, path)
+	}
+}
+
+// TestLoadNewerValue: a value with a field this build does not know (a
+// newer probed added it) is ErrSchemaVersion naming the value, not data
+// silently dropped.
+func TestLoadNewerValue(t *testing.T) {
+	dir := populated(t)
+	path := filepath.Join(dir, bolt.FileName)
+	rewrite(t, path, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("statuses"))
+		v := protowire.AppendVarint(protowire.AppendTag(bytes.Clone(b.Get([]byte("db"))), 99, protowire.VarintType), 1)
+		return b.Put([]byte("db"), v)
+	})
+	s := mustOpen(t, dir)
+	defer closeStore(t, s)
+	_, err := s.Load(t.Context())
+	t.Logf("error: %v", err)
+	if !errors.Is(err, bolt.ErrSchemaVersion) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), `status of target "db"`) || !strings.Contains(err.Error(), "unknown field 99") {
+		t.Errorf("Load() = %v, want ErrSchemaVersion naming %s, the status of target \"db\" and field 99", err, path)
 	}
 }
 

@@ -3,6 +3,8 @@ package bolt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/probed/probed/store/codec"
 )
 
 // Sentinel errors. Errors returned by the store wrap one of these (check
@@ -43,4 +45,16 @@ func corrupt(path string, cause error, format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s: %w", path, ErrCorrupt, what, cause)
 	}
 	return fmt.Errorf("%s: %w: %s", path, ErrCorrupt, what)
+}
+
+// undecodable returns the error for a stored value that does not decode
+// (cause, from store/codec): ErrSchemaVersion when a newer probed wrote it
+// (a field or value this build does not know), else ErrCorrupt. Both name
+// the file and the value.
+func undecodable(path string, cause error, format string, args ...any) error {
+	if errors.Is(cause, codec.ErrNewerFormat) {
+		return fmt.Errorf("%s: %w: %s: %w; run the probed that wrote it (or newer) on this data dir",
+			path, ErrSchemaVersion, fmt.Sprintf(format, args...), cause)
+	}
+	return corrupt(path, cause, format, args...)
 }

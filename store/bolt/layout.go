@@ -7,22 +7,30 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// SchemaVersion is the layout version this package writes. Open refuses a
-// data file with a greater version (ErrSchemaVersion) rather than guess.
+// SchemaVersion is the layout version this package writes. Open upgrades
+// a data file of an older version in place (upgrade.go) and refuses one
+// with a greater version (ErrSchemaVersion) rather than guess.
 //
-// Version 1, the layout:
+// Version 2, the layout:
 //
-//	meta      "schema"   → SchemaVersion, big-endian uint64
-//	          "revision" → the last revision assigned, big-endian uint64
-//	specs     name → JSON of target.Spec
-//	statuses  name → JSON of engine.Status (its durable fields)
-//	events    big-endian uint64 revision → JSON of engine.Event
+//	meta      "schema"    → SchemaVersion, big-endian uint64
+//	          "revision"  → the last revision assigned, big-endian uint64
+//	          "compacted" → the newest revision Compact deleted (absent: none)
+//	specs     name → store/codec.MarshalSpec
+//	statuses  name → store/codec.MarshalStatus (the durable fields)
+//	events    big-endian uint64 revision → store/codec.MarshalEvent
 //
 // Every target in specs has a status; events are in revision order (the
 // keys sort as the numbers do); the meta revision is at least every
 // event's, so a restart never reuses one, even when the events are
-// compacted away.
-const SchemaVersion = 1
+// compacted away. The values are the versioned, compact encoding of
+// store/codec (protobuf messages private to the stores, pinned by golden
+// files), not the engine's types: a change of a domain type changes the
+// file only through a deliberate change of the codec.
+//
+// Version 1 had the same buckets and keys; its values were the engine
+// types encoded with encoding/json (schema1.go reads them).
+const SchemaVersion = 2
 
 var (
 	bucketMeta     = []byte("meta")
@@ -72,28 +80,39 @@ func initLayout(tx *bbolt.Tx) error {
 	return meta.Put(keyRevision, u64(0))
 }
 
-// checkLayout verifies the buckets and the schema version; path names the
+// checkLayout verifies the buckets and the schema version, and returns
+// the version: SchemaVersion or an older one Open upgrades. path names the
 // file in the error.
-func checkLayout(tx *bbolt.Tx, path string) error {
+func checkLayout(tx *bbolt.Tx, path string) (uint64, error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		return corrupt(path, nil, "no %q bucket: not a probed data file", bucketMeta)
+		return 0, corrupt(path, nil, "no %q bucket: not a probed data file", bucketMeta)
 	}
 	v, ok := readU64(meta.Get(keySchema))
 	if !ok || v == 0 {
-		return corrupt(path, nil, "missing or malformed schema version %x", meta.Get(keySchema))
+		return 0, corrupt(path, nil, "missing or malformed schema version %x", meta.Get(keySchema))
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("%s: %w: the file has schema version %d, this probed knows up to %d: "+
+		return 0, fmt.Errorf("%s: %w: the file has schema version %d, this probed knows up to %d: "+
 			"it was written by a newer probed; run that version (or newer) on this data dir", path, ErrSchemaVersion, v, SchemaVersion)
 	}
 	if _, ok := readU64(meta.Get(keyRevision)); !ok {
-		return corrupt(path, nil, "missing or malformed revision %x", meta.Get(keyRevision))
+		return 0, corrupt(path, nil, "missing or malformed revision %x", meta.Get(keyRevision))
 	}
 	for _, name := range [][]byte{bucketSpecs, bucketStatuses, bucketEvents} {
 		if tx.Bucket(name) == nil {
-			return corrupt(path, nil, "no %q bucket", name)
+			return 0, corrupt(path, nil, "no %q bucket", name)
 		}
 	}
-	return nil
+	return v, nil
+}
+
+// checkCurrent is checkLayout for a file that must be of SchemaVersion
+// (Open has upgraded it).
+func checkCurrent(tx *bbolt.Tx, path string) error {
+	v, err := checkLayout(tx, path)
+	if err == nil && v != SchemaVersion {
+		err = fmt.Errorf("%s: %w: the file has schema version %d, want %d (Open upgrades it)", path, ErrSchemaVersion, v, SchemaVersion)
+	}
+	return err
 }

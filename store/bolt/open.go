@@ -28,7 +28,9 @@ const FileName = "probed.db"
 // An existing file is checked before it is used: a file that is empty,
 // truncated, garbage, damaged (see WithCheck) or not a probed data file
 // is an error wrapping ErrCorrupt that names the file and the problem; one
-// with an unknown (newer) schema version is ErrSchemaVersion. Open never
+// with an unknown (newer) schema version is ErrSchemaVersion. A file of an
+// older schema is upgraded in place, in one transaction, before Open
+// returns (logged with WithLogger). Open never
 // starts empty over a file it cannot read, and never recreates one: a new
 // file is built under a temporary name and linked into place only once
 // complete, so any probed.db that exists was complete once.
@@ -50,6 +52,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	db, err := bbolt.Open(path, 0o600, o.bolt(false))
 	if err != nil {
 		return nil, openError(dir, path, err)
+	}
+	if err := upgrade(db, path, o.logger); err != nil {
+		_ = db.Close() // the upgrade failed as a whole: nothing written
+		return nil, err
 	}
 	return &Store{db: db, path: path, compactBatch: o.compactBatch}, nil
 }
@@ -188,7 +194,8 @@ func verify(dir, path string, o options) error {
 				return corrupt(path, err, "consistency check failed")
 			}
 		}
-		return checkLayout(tx, path)
+		_, err := checkLayout(tx, path)
+		return err
 	})
 }
 

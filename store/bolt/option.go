@@ -1,6 +1,9 @@
 package bolt
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // Default option values.
 const (
@@ -19,10 +22,14 @@ type options struct {
 	lockTimeout  time.Duration
 	compactBatch int
 	check        bool
+	logger       *slog.Logger
 }
 
 func defaultOptions() options {
-	return options{lockTimeout: DefaultLockTimeout, compactBatch: DefaultCompactBatch, check: true}
+	return options{
+		lockTimeout: DefaultLockTimeout, compactBatch: DefaultCompactBatch, check: true,
+		logger: slog.New(slog.DiscardHandler),
+	}
 }
 
 // WithLockTimeout sets how long Open waits for the data file's lock
@@ -47,4 +54,14 @@ func WithCompactBatch(n int) Option {
 // checks (valid header, not truncated, known schema).
 func WithCheck(on bool) Option {
 	return func(o *options) { o.check = on }
+}
+
+// WithLogger sets where Open logs what it does beyond opening: the start
+// and the end of an upgrade of an older data file (default: nowhere).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
 }

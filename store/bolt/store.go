@@ -4,14 +4,13 @@
 // A Commit is one bbolt read-write transaction and one fsync, however many
 // changes it carries: the engine batches concurrent changes into one
 // Commit (group commit), so a burst of N transitions costs one fsync, not
-// N. Values are the engine types encoded with encoding/json (their names,
-// not their numbers, for enums), so the file stays readable with the
-// bbolt CLI; SchemaVersion describes the layout.
+// N. Values are encoded with store/codec (compact, versioned protobuf
+// messages private to the stores); SchemaVersion describes the layout, and
+// Open upgrades a file written by an older probed in place.
 package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/codec"
 )
 
 // Store is the bbolt engine.Store. Its methods are safe for concurrent
@@ -39,28 +39,26 @@ func (s *Store) Path() string { return s.path }
 
 // Load returns every target (spec and durable status, by name), the
 // retained events in revision order and the last revision assigned. A
-// value that does not decode, an event whose key is not its revision or
-// is beyond the stored revision, a spec stored under another name or
-// without a status, and a bbolt panic on a damaged page are errors
-// wrapping ErrCorrupt that name the file. A status without a spec (left by
-// a status-only change after a delete; Commit does not write those) is
-// ignored.
+// value written by a newer probed (a field this build does not know) is an
+// error wrapping ErrSchemaVersion that names it. A value that does not
+// decode, an event whose key is not its revision or is beyond the stored
+// revision, a spec stored under another name or without a status, and a
+// bbolt panic on a damaged page are errors wrapping ErrCorrupt that name
+// the file. A status without a spec (left by a status-only change after a
+// delete; Commit does not write those) is ignored.
 func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// bbolt panics on damaged pages and a page past the end of a file
-	// shrunk since Open faults: both become errors, not a crash.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			st, err = nil, corrupt(s.path, nil, "reading the file failed: %v", r)
-		}
-	}()
-	err = s.db.View(func(tx *bbolt.Tx) error {
-		var err error
-		st, err = s.load(tx)
-		return err
+	err = readSafely(s.path, func() error {
+		return s.db.View(func(tx *bbolt.Tx) error {
+			if err := checkCurrent(tx, s.path); err != nil {
+				return err
+			}
+			var err error
+			st, err = load(tx, s.path, formats[SchemaVersion])
+			return err
+		})
 	})
 	if err != nil {
 		return nil, s.wrap("load", err)
@@ -68,34 +66,46 @@ func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
 	return st, nil
 }
 
-func (s *Store) load(tx *bbolt.Tx) (*engine.Stored, error) {
-	if err := checkLayout(tx, s.path); err != nil {
-		return nil, err
-	}
+// readSafely runs fn, which reads the file at path with bbolt, turning a
+// panic into an error wrapping ErrCorrupt: bbolt panics on damaged pages,
+// and a page past the end of a file shrunk since Open faults.
+func readSafely(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt(path, nil, "reading the file failed: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// load reads everything in tx, whose values are in format f; path names
+// the file in errors.
+func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 	rev, _ := readU64(tx.Bucket(bucketMeta).Get(keyRevision))
 	st := &engine.Stored{Revision: rev}
 	if b := tx.Bucket(bucketMeta).Get(keyCompacted); b != nil {
 		c, ok := readU64(b)
 		if !ok {
-			return nil, corrupt(s.path, nil, "malformed compaction mark %x", b)
+			return nil, corrupt(path, nil, "malformed compaction mark %x", b)
 		}
 		st.Compacted = c
 	}
 	statuses := tx.Bucket(bucketStatuses)
 	err := tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
 		t := &engine.Target{Spec: &target.Spec{}}
-		if err := json.Unmarshal(v, t.Spec); err != nil {
-			return corrupt(s.path, err, "spec of target %q", k)
+		if err := f.spec(v, t.Spec); err != nil {
+			return undecodable(path, err, "spec of target %q", k)
 		}
 		if t.Spec.Name != string(k) {
-			return corrupt(s.path, nil, "spec stored as %q is named %q", k, t.Spec.Name)
+			return corrupt(path, nil, "spec stored as %q is named %q", k, t.Spec.Name)
 		}
 		b := statuses.Get(k)
 		if b == nil {
-			return corrupt(s.path, nil, "target %q has a spec but no status", k)
+			return corrupt(path, nil, "target %q has a spec but no status", k)
 		}
-		if err := json.Unmarshal(b, &t.Status); err != nil {
-			return corrupt(s.path, err, "status of target %q", k)
+		if err := f.status(b, &t.Status); err != nil {
+			return undecodable(path, err, "status of target %q", k)
 		}
 		st.Targets = append(st.Targets, t)
 		return nil
@@ -106,18 +116,18 @@ func (s *Store) load(tx *bbolt.Tx) (*engine.Stored, error) {
 	err = tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
 		r, ok := readU64(k)
 		if !ok {
-			return corrupt(s.path, nil, "event key %x is not a revision", k)
+			return corrupt(path, nil, "event key %x is not a revision", k)
 		}
 		if r > rev {
-			return corrupt(s.path, nil, "event %d is beyond the stored revision %d", r, rev)
+			return corrupt(path, nil, "event %d is beyond the stored revision %d", r, rev)
 		}
 		st.Events = append(st.Events, engine.Event{})
 		ev := &st.Events[len(st.Events)-1]
-		if err := json.Unmarshal(v, ev); err != nil {
-			return corrupt(s.path, err, "event %d", r)
+		if err := f.event(v, ev); err != nil {
+			return undecodable(path, err, "event %d", r)
 		}
 		if ev.Revision != r {
-			return corrupt(s.path, nil, "event stored as revision %d has revision %d", r, ev.Revision)
+			return corrupt(path, nil, "event stored as revision %d has revision %d", r, ev.Revision)
 		}
 		return nil
 	})
@@ -195,23 +205,24 @@ func commit(tx *bbolt.Tx, changes []*engine.Change) error {
 			}
 		case c.SpecChanged || specs.Get(key) != nil:
 			if c.SpecChanged {
-				if err := putJSON(specs, key, c.Target.Spec); err != nil {
-					return fmt.Errorf("target %q spec: %w", c.Name, err)
+				if err := put(specs, key, codec.MarshalSpec, c.Target.Spec); err != nil {
+					return fmt.Errorf("target %q: %w", c.Name, err)
 				}
 			}
-			if err := putJSON(statuses, key, &c.Target.Status); err != nil {
-				return fmt.Errorf("target %q status: %w", c.Name, err)
+			if err := put(statuses, key, codec.MarshalStatus, &c.Target.Status); err != nil {
+				return fmt.Errorf("target %q: %w", c.Name, err)
 			}
 		}
-		if err := putJSON(events, u64(rev), &c.Event); err != nil {
-			return fmt.Errorf("event %d: %w", rev, err)
+		if err := put(events, u64(rev), codec.MarshalEvent, &c.Event); err != nil {
+			return fmt.Errorf("event %d of target %q: %w", rev, c.Name, err)
 		}
 	}
 	return meta.Put(keyRevision, u64(rev))
 }
 
-func putJSON(b *bbolt.Bucket, key []byte, v any) error {
-	data, err := json.Marshal(v)
+// put stores marshal(v) under key.
+func put[T any](b *bbolt.Bucket, key []byte, marshal func(*T) ([]byte, error), v *T) error {
+	data, err := marshal(v)
 	if err != nil {
 		return err
 	}

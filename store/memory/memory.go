@@ -1,12 +1,12 @@
 // Package memory is an engine.Store that keeps everything in memory, for
-// tests. It encodes what it stores as JSON, exactly as the durable stores
-// do, so a test that restarts an engine over the same memory store sees
-// what a restart over bbolt would: only the durable fields come back.
+// tests. It encodes what it stores with store/codec, exactly as the
+// durable stores do, so a test that restarts an engine over the same
+// memory store sees what a restart over bbolt would: only the durable
+// fields come back.
 package memory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/codec"
 )
 
 // Store is an in-memory engine.Store. The zero value is not usable; call New.
@@ -49,17 +50,17 @@ func (s *Store) Load(context.Context) (*engine.Stored, error) {
 	st := &engine.Stored{Revision: s.rev, Compacted: s.compacted}
 	for _, name := range slices.Sorted(maps.Keys(s.specs)) {
 		t := &engine.Target{Spec: &target.Spec{}}
-		if err := json.Unmarshal(s.specs[name], t.Spec); err != nil {
+		if err := codec.UnmarshalSpec(s.specs[name], t.Spec); err != nil {
 			return nil, fmt.Errorf("memory store: target %q spec: %w", name, err)
 		}
-		if err := json.Unmarshal(s.statuses[name], &t.Status); err != nil {
+		if err := codec.UnmarshalStatus(s.statuses[name], &t.Status); err != nil {
 			return nil, fmt.Errorf("memory store: target %q status: %w", name, err)
 		}
 		st.Targets = append(st.Targets, t)
 	}
 	for _, b := range s.events {
 		var ev engine.Event
-		if err := json.Unmarshal(b, &ev); err != nil {
+		if err := codec.UnmarshalEvent(b, &ev); err != nil {
 			return nil, fmt.Errorf("memory store: event: %w", err)
 		}
 		st.Events = append(st.Events, ev)
@@ -87,16 +88,16 @@ func (s *Store) Commit(_ context.Context, changes []*engine.Change) error {
 		c.SetRevision(rev)
 		var err error
 		if c.SpecChanged && !c.Delete {
-			if out[i].spec, err = json.Marshal(c.Target.Spec); err != nil {
+			if out[i].spec, err = codec.MarshalSpec(c.Target.Spec); err != nil {
 				return err
 			}
 		}
 		if !c.Delete {
-			if out[i].status, err = json.Marshal(c.Target.Status); err != nil {
+			if out[i].status, err = codec.MarshalStatus(&c.Target.Status); err != nil {
 				return err
 			}
 		}
-		if out[i].event, err = json.Marshal(&c.Event); err != nil {
+		if out[i].event, err = codec.MarshalEvent(&c.Event); err != nil {
 			return err
 		}
 	}

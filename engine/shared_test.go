@@ -1,0 +1,209 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/memory"
+)
+
+// owners decides which replica of a test owns which target: by default
+// replica "a" owns the names that start with "a-", "b" the others.
+type owners struct {
+	mu    sync.Mutex
+	moved map[string]string // name → replica, overriding the default
+}
+
+func (o *owners) of(name string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.moved[name]; ok {
+		return r
+	}
+	if strings.HasPrefix(name, "a-") {
+		return "a"
+	}
+	return "b"
+}
+
+func (o *owners) move(name, replica string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.moved == nil {
+		o.moved = make(map[string]string)
+	}
+	o.moved[name] = replica
+}
+
+// replicas runs two engines, a and b, over one shared store.
+func replicas(t *testing.T) (a, b *harness, o *owners) {
+	shared := memory.NewShared(3)
+	o = &owners{}
+	replica := func(id string) func(*engine.Options) {
+		owns := func(name string) bool { return o.of(name) == id }
+		return func(opts *engine.Options) {
+			opts.Store = shared.Replica(owns)
+			opts.Owns = owns
+		}
+	}
+	return newHarness(t, replica("a")), newHarness(t, replica("b")), o
+}
+
+// TestReplicasShareOneStore: two engines over one shared store, as two
+// replicas over etcd: a target created on either is known to both and
+// probed by its owner only; the store decides that a name exists; the
+// owner alone changes a target's state (the other gets ErrNotOwned); and
+// the owner's transitions reach the other replica's watchers.
+func TestReplicasShareOneStore(t *testing.T) {
+	a, b, _ := replicas(t)
+	backend := a.newBackend(200)
+	ctx := context.Background()
+
+	tg, err := b.eng.Create(ctx, &target.Spec{Name: "a-web", ReadinessProbe: backend.probe(1, -900)})
+	if err != nil {
+		t.Fatalf("Create on the replica that does not own it: %v", err)
+	}
+	if tg.Spec.Name != "a-web" {
+		t.Fatalf("Create returned %+v", tg)
+	}
+	if _, err := b.eng.Get(ctx, "a-web"); err != nil {
+		t.Fatalf("Get right after Create on the same replica: %v", err)
+	}
+	a.quiesce()
+	if ev := a.next(engine.KindTransition); ev.Name != "a-web" || ev.To != probe.Success {
+		t.Fatalf("the owner's first transition = %+v, want a-web ready", ev)
+	}
+	if ev := b.next(engine.KindTransition); ev.Name != "a-web" || ev.To != probe.Success {
+		t.Fatalf("the other replica's watcher got %+v, want the owner's transition", ev)
+	}
+	if got := a.eng.Stats().Wheel.Scheduled; got != 1 {
+		t.Errorf("owner: %d probes scheduled, want 1", got)
+	}
+	if got := b.eng.Stats().Wheel.Scheduled; got != 0 {
+		t.Errorf("other replica: %d probes scheduled, want 0", got)
+	}
+	b.flush()
+	if tg := b.get("a-web"); !tg.Status.Ready() {
+		t.Errorf("the other replica reports %+v, want ready", tg.Status)
+	}
+
+	if _, err := b.eng.Update(ctx, &target.Spec{Name: "a-web"}); !errors.Is(err, engine.ErrNotOwned) {
+		t.Errorf("Update on the other replica = %v, want ErrNotOwned", err)
+	}
+	for _, h := range []*harness{a, b} {
+		if _, err := h.eng.Create(ctx, &target.Spec{Name: "a-web"}); !errors.Is(err, engine.ErrAlreadyExists) {
+			t.Errorf("second Create = %v, want ErrAlreadyExists", err)
+		}
+	}
+	if revA, revB := a.eng.Revision(), b.eng.Revision(); revA != revB {
+		t.Errorf("revisions differ: a %d, b %d", revA, revB)
+	}
+}
+
+// TestCreateRaceDecidedByTheStore: the same name created on both replicas
+// at once: one create succeeds, the other is ErrAlreadyExists.
+func TestCreateRaceDecidedByTheStore(t *testing.T) {
+	a, b, _ := replicas(t)
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	for _, h := range []*harness{a, b} {
+		go func() {
+			_, err := h.eng.Create(ctx, &target.Spec{Name: "b-same"})
+			errs <- err
+		}()
+	}
+	var ok, exists int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, engine.ErrAlreadyExists):
+			exists++
+		default:
+			t.Fatalf("Create: %v", err)
+		}
+	}
+	if ok != 1 || exists != 1 {
+		t.Errorf("%d creates succeeded, %d were AlreadyExists; want 1 and 1", ok, exists)
+	}
+}
+
+// TestHandoverBetweenReplicas: a target moves from a to b as a shard
+// does: a disowns it, b owns it from what the store holds. Nothing is
+// invented (it stays ready without a transition), hasInitialized is kept
+// (failureThreshold applies), and only b probes afterwards.
+func TestHandoverBetweenReplicas(t *testing.T) {
+	a, b, o := replicas(t)
+	backend := a.newBackend(200)
+	p := backend.probe(1, -900)
+	p.FailureThreshold = 2
+	p.InitializationFailureThreshold = ptr[int32](5)
+	a.create(&target.Spec{Name: "a-web", ReadinessProbe: p})
+	a.next(engine.KindTransition)
+	b.next(engine.KindTransition)
+	ctx := context.Background()
+
+	if err := a.eng.Disown(ctx, "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	o.move("a-web", "b")
+	if err := b.eng.Sync(ctx, a.eng.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.Own(ctx, "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(300*time.Millisecond, 10*time.Millisecond)
+	a.advance(300*time.Millisecond, 10*time.Millisecond)
+	if got := a.eng.Stats().Wheel.Scheduled; got != 0 {
+		t.Errorf("the old owner still schedules %d probes", got)
+	}
+	if ps := b.get("a-web").Status.Probes[probe.Readiness]; ps.ProbesTotal < 2 {
+		t.Errorf("the new owner ran %d probes in 300ms of 100ms periods", ps.ProbesTotal)
+	}
+	b.noEvent(engine.KindTransition, engine.KindInitialized)
+
+	backend.set(503)
+	b.advance(200*time.Millisecond, 10*time.Millisecond)
+	if ev := b.next(engine.KindTransition); ev.To != probe.Failure || ev.Consecutive != 2 {
+		t.Fatalf("transition = %+v, want failure after failureThreshold (2): hasInitialized was kept", ev)
+	}
+	if ev := a.next(engine.KindTransition); ev.To != probe.Failure {
+		t.Fatalf("the old owner's view got %+v, want the new owner's transition", ev)
+	}
+}
+
+// TestFencedWriteStopsTheOldOwner: when the store stops letting a replica
+// write a target (its shard went to another replica behind its back: an
+// expired lease), its next write is refused, it stops probing the target,
+// and the new owner's writes are the only ones.
+func TestFencedWriteStopsTheOldOwner(t *testing.T) {
+	a, b, o := replicas(t)
+	backend := a.newBackend(200)
+	a.create(&target.Spec{Name: "a-web", ReadinessProbe: backend.probe(1, -900)})
+	a.next(engine.KindTransition)
+	b.next(engine.KindTransition)
+
+	o.move("a-web", "b") // a is not told
+	if err := b.eng.Own(context.Background(), "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	backend.set(503)
+	a.advance(400*time.Millisecond, 10*time.Millisecond) // a's failure transition is refused
+	if got := a.eng.Stats().Wheel.Scheduled; got != 0 {
+		t.Errorf("after its write was refused the old owner still schedules %d probes", got)
+	}
+	b.advance(400*time.Millisecond, 10*time.Millisecond)
+	ev := b.next(engine.KindTransition)
+	if ev.To != probe.Failure {
+		t.Fatalf("transition = %+v, want the new owner's failure", ev)
+	}
+	b.noEvent(engine.KindTransition)
+}
