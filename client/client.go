@@ -252,6 +252,16 @@ func (c *Client) Trigger(ctx context.Context, name string, probe probev1.ProbeTy
 	return resp, nil
 }
 
+// Replicas lists the replicas of a cluster (probed --store=etcd) with the
+// shards each probes; a single probed is one replica.
+func (c *Client) Replicas(ctx context.Context) (*probev1.ListReplicasResponse, error) {
+	resp, err := c.svc.ListReplicas(ctx, &probev1.ListReplicasRequest{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return resp, nil
+}
+
 // Reset tells the engine that the target restarted: its probes return to
 // their initial state and the startup probe runs again.
 func (c *Client) Reset(ctx context.Context, name string) (*probev1.Target, error) {

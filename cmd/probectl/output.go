@@ -76,13 +76,14 @@ func printTargets(w io.Writer, format string, now time.Time, targets []*probev1.
 
 // printTargetTable prints NAME, PHASE, STARTED, LIVE, READY, each probe's
 // result and effective period, AGE and why the target is not ready (the
-// MESSAGE column); wide adds LABELS and REVISION, and the message of a
-// passing probe.
+// MESSAGE column); wide adds LABELS, REVISION and REPLICA (the replica
+// that probes the target, in a cluster), and the message of a passing
+// probe.
 func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "NAME\tPHASE\tSTARTED\tLIVE\tREADY\tSTARTUP\tLIVENESS\tREADINESS\tAGE\t"
 	if wide {
-		header += "LABELS\tREVISION\t"
+		header += "LABELS\tREVISION\tREPLICA\t"
 	}
 	_, _ = fmt.Fprintln(tw, header+"MESSAGE")
 	for _, t := range targets {
@@ -92,7 +93,7 @@ func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wid
 			probeColumn(st.GetStartup()), probeColumn(st.GetLiveness()), probeColumn(st.GetReadiness()),
 			age(now, st.GetCreateTime().AsTime()))
 		if wide {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t", labelsCell(t.GetLabels()), st.GetRevision())
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t", labelsCell(t.GetLabels()), st.GetRevision(), orDash(st.GetReplica()))
 		}
 		_, _ = fmt.Fprintln(tw, messageCell(t, wide))
 	}
@@ -311,4 +312,12 @@ func (p *eventPrinter) row(cells []string) error {
 	b.WriteByte('\n')
 	_, err := io.WriteString(p.w, b.String())
 	return err
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -40,6 +40,7 @@ func StartReplicas(t testing.TB, n int, opts Options) *Replicas {
 		o.Store = rs.shared.Replica(func(name string) bool { return rs.owner(name) == i })
 		o.Engine.Owns = func(name string) bool { return rs.owner(name) == i }
 		o.Server.Forwarder = forwarder{rs: rs, self: i}
+		o.Server.Replicas = members{rs}
 		o.Server.ReplicaID = replicaID(i)
 		rs.Servers = append(rs.Servers, Start(t, o))
 	}
@@ -107,3 +108,19 @@ func (f forwarder) Owner(_ context.Context, name string) (grpc.ClientConnInterfa
 }
 
 var _ server.Forwarder = forwarder{}
+
+// members describes the replicas to the servers: one "shard" per replica,
+// each target owned as Owner says.
+type members struct{ rs *Replicas }
+
+func (m members) OwnerOf(name string) string { return replicaID(m.rs.owner(name)) }
+
+func (m members) Members() []server.Replica {
+	out := make([]server.Replica, len(m.rs.Servers))
+	for i, s := range m.rs.Servers {
+		out[i] = server.Replica{ID: replicaID(i), Addr: s.Addr, Shards: 1}
+	}
+	return out
+}
+
+func (m members) Shards() int { return len(m.rs.Servers) }
