@@ -52,6 +52,12 @@ type SharedStore interface {
 	// It returns when ctx is done (nil), or with an error when it cannot go
 	// on: one wrapping ErrCompacted when after is older than the store's
 	// history (the engine then stops; a restart reloads).
+	//
+	// Each delivered change is whole, as the engine makes its own: its
+	// revision set (SetRevision), Target with its Spec also when only the
+	// status changed (the engine's view takes both from it), a Target
+	// naming the target (Target.Spec.Name) also for a Delete, and
+	// Event.Target the same pointer as Target for lifecycle events.
 	Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*Change)) error
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -26,12 +27,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata from this build's codec")
 
+// ignoreChangeInternals: the unexported fields of engine.Change are the
+// engine's bookkeeping, never stored.
+var ignoreChangeInternals = cmpopts.IgnoreUnexported(engine.Change{})
+
 // golden is a fixed value and its stored form, testdata/<name>.bin, with a
 // readable dump of it in testdata/<name>.txt.
 type golden struct {
 	name string
 	// value is what is marshalled: *target.Spec, *engine.Status,
-	// *engine.Target or *engine.Event.
+	// *engine.Target, *engine.Event or a batch.
 	value any
 	// msg is the message type of the stored form, for the dump.
 	msg proto.Message
@@ -104,7 +109,59 @@ func goldens() []golden {
 		{"event-created", &created.Event, &storagev1.Event{}},
 		{"event-transition", &tr.Event, &storagev1.Event{}},
 		{"event-deleted", &storetest.Delete("web", at(70)).Event, &storagev1.Event{}},
+		{"batch", goldenBatch(), &storagev1.Batch{}},
 	}
+}
+
+// batch is a value of MarshalBatch: the changes of one transaction.
+type batch []*engine.Change
+
+// goldenBatch is a transaction of every shape of change: a create (the
+// event carries the target), a status-only transition, a status-only
+// lifecycle change (its event carries the target, spec included), an
+// update whose event does not carry the target, and a delete without a
+// target. Revisions are set, as Commit sets them, and not stored.
+func goldenBatch() batch {
+	created := storetest.Create(webSpec(), at(0))
+	created.Create = true
+	created.Target.Status.Client = "alice"
+	tr := storetest.Transition(created.Target, probe.Readiness, probe.Success, 2, at(5))
+	tm := storetest.Terminate(tr.Target, at(6))
+	upd := storetest.Update(&engine.Target{Spec: jobSpec(), Status: storetest.NewStatus(jobSpec(), at(1))}, jobSpec(), at(7))
+	upd.Event.Target = nil
+	del := storetest.Delete("old", at(8))
+	b := batch{created, tr, tm, upd, del}
+	for i, c := range b {
+		c.SetRevision(uint64(100<<10 | i))
+	}
+	return b
+}
+
+// durableBatch is what UnmarshalBatch returns for b: durable values, no
+// revisions, and the spec of a change only when it changed or its event
+// carries the target.
+func durableBatch(b batch) batch {
+	out := make(batch, len(b))
+	for i, c := range b {
+		d := &engine.Change{Name: c.Name, Delete: c.Delete, SpecChanged: c.SpecChanged, Create: c.Create}
+		d.Event = storetest.DurableEvent(c.Event)
+		d.Event.Revision = 0
+		if d.Event.Target != nil {
+			d.Event.Target.Status.Revision = 0
+		}
+		switch {
+		case c.Target != nil && c.Target == c.Event.Target:
+			d.Target = d.Event.Target
+		case c.Target != nil:
+			d.Target = storetest.Durable(c.Target)
+			d.Target.Status.Revision = 0
+			if !c.SpecChanged {
+				d.Target.Spec = nil
+			}
+		}
+		out[i] = d
+	}
+	return out
 }
 
 func marshalAny(v any) ([]byte, error) {
@@ -117,6 +174,8 @@ func marshalAny(v any) ([]byte, error) {
 		return codec.MarshalTarget(v)
 	case *engine.Event:
 		return codec.MarshalEvent(v)
+	case batch:
+		return codec.MarshalBatch(v)
 	}
 	panic(fmt.Sprintf("no codec for %T", v))
 }
@@ -136,6 +195,9 @@ func unmarshalLike(b []byte, like any) (any, error) {
 	case *engine.Event:
 		var v engine.Event
 		return &v, codec.UnmarshalEvent(b, &v)
+	case batch:
+		v, err := codec.UnmarshalBatch(b)
+		return batch(v), err
 	}
 	panic(fmt.Sprintf("no codec for %T", like))
 }
@@ -149,6 +211,8 @@ func durable(v any) any {
 		return storetest.Durable(v)
 	case *engine.Event:
 		return ptr(storetest.DurableEvent(*v))
+	case batch:
+		return durableBatch(v)
 	}
 	return v
 }
@@ -183,7 +247,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Unmarshal of %s: %v", bin, err)
 			}
-			if diff := cmp.Diff(durable(g.value), back); diff != "" {
+			if diff := cmp.Diff(durable(g.value), back, ignoreChangeInternals); diff != "" {
 				t.Errorf("Unmarshal of %s (-want +got):\n%s", bin, diff)
 			}
 		})

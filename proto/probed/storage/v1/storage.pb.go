@@ -1587,6 +1587,156 @@ func (x *Event) GetLabelsFromTarget() bool {
 	return false
 }
 
+// Batch is the changes one transaction of the etcd store committed, in
+// order: the value of its P/events key, whose history in etcd is the event
+// log (store/etcd). Revisions are not stored: the etcd store derives each
+// change's from etcd's revision of the transaction and the change's index
+// in changes.
+type Batch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changes       []*BatchChange         `protobuf:"bytes,1,rep,name=changes" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Batch) GetChanges() []*BatchChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// BatchChange is one engine.Change of a Batch.
+type BatchChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The change's event, without its revision (nor its target's).
+	Event *Event `protobuf:"bytes,1,opt,name=event" json:"event,omitempty"`
+	// The target's name. Absent: the event's name.
+	Name        *string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	Delete      bool    `protobuf:"varint,3,opt,name=delete" json:"delete,omitempty"`
+	SpecChanged bool    `protobuf:"varint,4,opt,name=spec_changed,json=specChanged" json:"spec_changed,omitempty"`
+	Create      bool    `protobuf:"varint,5,opt,name=create" json:"create,omitempty"`
+	// The target after the change (engine.Change.Target), unless
+	// target_in_event: its status, and its spec when spec_changed (the spec
+	// of a status-only change is the one stored before). Absent: no target
+	// (a delete may have none).
+	Target *Target `protobuf:"bytes,6,opt,name=target" json:"target,omitempty"`
+	// The change's target is the event's (lifecycle events carry the target
+	// after them): stored once, in event.target, spec included.
+	TargetInEvent bool `protobuf:"varint,7,opt,name=target_in_event,json=targetInEvent" json:"target_in_event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchChange) Reset() {
+	*x = BatchChange{}
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchChange) ProtoMessage() {}
+
+func (x *BatchChange) ProtoReflect() protoreflect.Message {
+	mi := &file_probed_storage_v1_storage_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchChange.ProtoReflect.Descriptor instead.
+func (*BatchChange) Descriptor() ([]byte, []int) {
+	return file_probed_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BatchChange) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *BatchChange) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *BatchChange) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *BatchChange) GetSpecChanged() bool {
+	if x != nil {
+		return x.SpecChanged
+	}
+	return false
+}
+
+func (x *BatchChange) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+func (x *BatchChange) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *BatchChange) GetTargetInEvent() bool {
+	if x != nil {
+		return x.TargetInEvent
+	}
+	return false
+}
+
 var File_probed_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_probed_storage_v1_storage_proto_rawDesc = "" +
@@ -1696,7 +1846,17 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x06labels\x18\x0f \x03(\v2\x18.probed.storage.v1.LabelR\x06labels\x12 \n" +
 	"\vinitialized\x18\x10 \x01(\bR\vinitialized\x121\n" +
 	"\x06target\x18\x11 \x01(\v2\x19.probed.storage.v1.TargetR\x06target\x12,\n" +
-	"\x12labels_from_target\x18\x12 \x01(\bR\x10labelsFromTarget*C\n" +
+	"\x12labels_from_target\x18\x12 \x01(\bR\x10labelsFromTarget\"A\n" +
+	"\x05Batch\x128\n" +
+	"\achanges\x18\x01 \x03(\v2\x1e.probed.storage.v1.BatchChangeR\achanges\"\x86\x02\n" +
+	"\vBatchChange\x12.\n" +
+	"\x05event\x18\x01 \x01(\v2\x18.probed.storage.v1.EventR\x05event\x12\x19\n" +
+	"\x04name\x18\x02 \x01(\tB\x05\xaa\x01\x02\b\x01R\x04name\x12\x16\n" +
+	"\x06delete\x18\x03 \x01(\bR\x06delete\x12!\n" +
+	"\fspec_changed\x18\x04 \x01(\bR\vspecChanged\x12\x16\n" +
+	"\x06create\x18\x05 \x01(\bR\x06create\x121\n" +
+	"\x06target\x18\x06 \x01(\v2\x19.probed.storage.v1.TargetR\x06target\x12&\n" +
+	"\x0ftarget_in_event\x18\a \x01(\bR\rtargetInEvent*C\n" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
@@ -1739,7 +1899,7 @@ func file_probed_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_probed_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_probed_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_probed_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_probed_storage_v1_storage_proto_goTypes = []any{
 	(Scheme)(0),              // 0: probed.storage.v1.Scheme
 	(ProbeType)(0),           // 1: probed.storage.v1.ProbeType
@@ -1762,6 +1922,8 @@ var file_probed_storage_v1_storage_proto_goTypes = []any{
 	(*ProbeStatus)(nil),      // 18: probed.storage.v1.ProbeStatus
 	(*Target)(nil),           // 19: probed.storage.v1.Target
 	(*Event)(nil),            // 20: probed.storage.v1.Event
+	(*Batch)(nil),            // 21: probed.storage.v1.Batch
+	(*BatchChange)(nil),      // 22: probed.storage.v1.BatchChange
 }
 var file_probed_storage_v1_storage_proto_depIdxs = []int32{
 	6,  // 0: probed.storage.v1.Spec.labels:type_name -> probed.storage.v1.Label
@@ -1792,11 +1954,14 @@ var file_probed_storage_v1_storage_proto_depIdxs = []int32{
 	2,  // 25: probed.storage.v1.Event.to:type_name -> probed.storage.v1.Result
 	6,  // 26: probed.storage.v1.Event.labels:type_name -> probed.storage.v1.Label
 	19, // 27: probed.storage.v1.Event.target:type_name -> probed.storage.v1.Target
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	22, // 28: probed.storage.v1.Batch.changes:type_name -> probed.storage.v1.BatchChange
+	20, // 29: probed.storage.v1.BatchChange.event:type_name -> probed.storage.v1.Event
+	19, // 30: probed.storage.v1.BatchChange.target:type_name -> probed.storage.v1.Target
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_probed_storage_v1_storage_proto_init() }
@@ -1810,7 +1975,7 @@ func file_probed_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_probed_storage_v1_storage_proto_rawDesc), len(file_probed_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,175 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/engine"
+)
+
+// Commit writes the changes in one etcd transaction, all or none, and
+// records each change's revision (etcd's revision of the transaction <<
+// 10 | the change's index) with Change.SetRevision.
+//
+// The transaction compares: for a Create, that the target's spec key does
+// not exist; with Options.Fence, for every other change, that its shard's
+// key is on this replica's lease; and that P/writers/<id> is as this
+// store last wrote it. Then it puts each target's spec (SpecChanged) and
+// status, or deletes both (Delete), puts the batch in P/events, and puts
+// its own value in P/writers/<id>. A refused compare writes nothing: the
+// error is an *engine.ConflictError naming each refused target with a
+// reason wrapping engine.ErrAlreadyExists or engine.ErrOwnershipLost. A
+// target whose Fence says this replica does not own it is refused so
+// without a round trip, and so is a batch larger than etcd takes (a
+// reason wrapping engine.ErrResourceExhausted: see BatchLimits).
+//
+// Transient etcd failures are retried with backoff until ctx ends or the
+// store closes (the error is then ctx's or ErrClosed, and whether the
+// transaction was applied is unknown); a retry finds out whether a previous attempt was applied, so
+// a transaction is never applied twice. A change with no name, or without
+// a Target (and its Spec) when it is not a delete, fails the Commit before
+// anything is sent.
+func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	if len(changes) > MaxBatch {
+		return fmt.Errorf("etcd store: commit: %d changes, more than the %d one transaction may carry", len(changes), MaxBatch)
+	}
+	for i, c := range changes {
+		if err := checkChange(c); err != nil {
+			return fmt.Errorf("etcd store: commit: change %d: %w", i, err)
+		}
+	}
+	p, refused, err := s.plan(changes)
+	if err != nil {
+		return err
+	}
+	if len(refused) > 0 {
+		return &engine.ConflictError{Refused: refused}
+	}
+	// p.ops and p.checks, and P/writers/<id>'s put and compare.
+	if ops, cmps := len(p.ops)+1, len(p.checks)+1; ops > etcdMaxTxnOps || cmps > etcdMaxTxnOps {
+		return p.refuseAll(fmt.Sprintf("%d operations and %d compares, more than etcd's --max-txn-ops (default %d) allows",
+			ops, cmps, etcdMaxTxnOps))
+	}
+
+	ctx, cancel := s.bind(ctx) // Close ends the retries too
+	defer cancel()
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.seq++
+	mine := fmt.Sprintf("%s:%d", s.instance, s.seq)
+	for {
+		var resp *clientv3.TxnResponse
+		err := s.retry(ctx, "commit", func(rctx context.Context) (err error) {
+			resp, err = s.txn(rctx, p, mine).Commit()
+			return err
+		})
+		if err != nil {
+			switch {
+			case tooLarge(err):
+				return p.refuseAll(fmt.Sprintf("about %d bytes, more than etcd takes (--max-request-bytes): %v", p.bytes, err))
+			case errors.Is(err, rpctypes.ErrTooManyOps):
+				return fmt.Errorf("etcd store: commit: etcd's --max-txn-ops is below %d, which probed needs: %w", etcdMaxTxnOps, err)
+			}
+			return fmt.Errorf("etcd store: commit: %w", err)
+		}
+		rev, err := s.outcome(p, mine, resp)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			continue // P/writers/<id> moved: again, comparing its new revision
+		}
+		for i, c := range changes {
+			c.SetRevision(revision(rev, i))
+		}
+		return nil
+	}
+}
+
+// txn is the transaction of p, putting mine into P/writers/<id>.
+func (s *Store) txn(ctx context.Context, p *plan, mine string) clientv3.Txn {
+	cmps := make([]clientv3.Cmp, 0, len(p.checks)+1)
+	reads := make([]clientv3.Op, 0, len(p.checks)+1)
+	for _, chk := range p.checks {
+		cmps = append(cmps, chk.cmp())
+		reads = append(reads, clientv3.OpGet(chk.key, clientv3.WithKeysOnly()))
+	}
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.writer), "=", s.writerRev))
+	reads = append(reads, clientv3.OpGet(s.writer))
+	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(s.writer, mine))
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...)
+}
+
+// outcome reads the answer to p's transaction, which put mine into
+// P/writers/<id>: the etcd revision it was applied at, 0 when it must be
+// tried again (P/writers/<id> was written by another store of this
+// replica ID), or the conflicts that refused it.
+func (s *Store) outcome(p *plan, mine string, resp *clientv3.TxnResponse) (int64, error) {
+	if resp.Succeeded {
+		s.writerRev = resp.Header.Revision
+		return resp.Header.Revision, nil
+	}
+	if len(resp.Responses) != len(p.checks)+1 {
+		return 0, fmt.Errorf("etcd store: commit: %d answers to %d reads", len(resp.Responses), len(p.checks)+1)
+	}
+	var writerRev int64
+	if kvs := resp.Responses[len(p.checks)].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		if string(kvs[0].Value) == mine {
+			// An attempt whose answer was lost was applied.
+			s.writerRev = kvs[0].ModRevision
+			return kvs[0].ModRevision, nil
+		}
+		writerRev = kvs[0].ModRevision
+		if writerRev != s.writerRev {
+			who := "another store with this replica ID (two replicas with one --replica-id?)"
+			if strings.HasPrefix(string(kvs[0].Value), s.instance+":") {
+				who = "a transaction of this store whose Commit gave up before knowing its outcome"
+			}
+			s.log.Warn("etcd store: "+s.writer+" was written by "+who, "value", string(kvs[0].Value))
+		}
+	}
+	refused := make(map[string]error)
+	for i, chk := range p.checks {
+		kvs := resp.Responses[i].GetResponseRange().GetKvs()
+		var conflict bool
+		if chk.create {
+			conflict = len(kvs) > 0 // the target exists
+		} else {
+			conflict = len(kvs) == 0 || kvs[0].Lease != int64(chk.lease) // the shard moved
+		}
+		if conflict {
+			for _, name := range chk.names {
+				refused[name] = chk.refusal(name)
+			}
+		}
+	}
+	moved := writerRev != s.writerRev
+	s.writerRev = writerRev
+	switch {
+	case len(refused) > 0:
+		return 0, &engine.ConflictError{Refused: refused}
+	case moved:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("etcd store: commit: etcd refused the transaction, yet every compare holds")
+}
+
+// refuseAll refuses every change of p as too large for one transaction.
+func (p *plan) refuseAll(why string) error {
+	refused := make(map[string]error, len(p.names))
+	for _, name := range p.names {
+		refused[name] = fmt.Errorf("target %q: the transaction has %s: %w", name, why, engine.ErrResourceExhausted)
+	}
+	return &engine.ConflictError{Refused: refused}
+}

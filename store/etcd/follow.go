@@ -1,0 +1,233 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+)
+
+// Follow delivers, in order, every transaction committed after revision
+// after, by any replica, through one etcd watch with progress
+// notifications of the prefix's keys up to P/specs/ (P/events, the
+// cluster's members and shards, P/meta: every transaction of the store
+// puts P/events, so leaving out the specs and statuses, which P/events
+// repeats, loses no revision and halves what the watch carries): for each etcd revision, deliver(R<<10|1023,
+// changes) with the changes of the transaction at R (revisions set, and
+// Target and Event.Target as the engine makes them: a status-only
+// change's Target has the target's spec), or deliver(R<<10|1023, nil) for
+// revisions without events under the prefix (shard claims, members) and
+// for etcd's progress notifications. Revisions without events may be
+// folded into the next delivery.
+//
+// A transient failure (etcd without a leader, a member gone) resumes the
+// watch after the last revision delivered, on a backoff. It returns nil
+// when ctx ends, ErrClosed when the store closes, an error wrapping
+// engine.ErrCompacted (a *engine.CompactedError) when etcd compacted the
+// history after after, and an error when a value does not decode.
+//
+// Delivering status-only changes whole takes every target's spec: Follow
+// keeps them (shared with what it delivers), from the Load of the same
+// revision or else read from etcd at after.
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	outer := ctx
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	f := &follower{s: s, after: after, deliver: deliver}
+	// The first etcd revision with events after after: after's own
+	// revision when it is inside it (some events of it may be later).
+	start := max(etcdRevision(after+1), 1)
+	f.last = start - 1
+	var err error
+	if f.specs, err = s.specsAt(ctx, f.last); err != nil {
+		return f.end(outer, err)
+	}
+	var b backoff
+	for attempt := 1; ; attempt++ {
+		progressed, err := f.watch(ctx)
+		if progressed {
+			b, attempt = backoff{}, 1
+		}
+		if ctx.Err() != nil || !transient(ctx, err) {
+			return f.end(outer, err)
+		}
+		s.logRetry("follow", attempt, err)
+		if !s.wait(ctx, &b) {
+			return f.end(outer, ctx.Err())
+		}
+	}
+}
+
+// follower is the state of one Follow.
+type follower struct {
+	s       *Store
+	after   uint64
+	deliver func(pos uint64, changes []*engine.Change)
+	// last is the etcd revision delivered last.
+	last int64
+	// specs is every target's spec as of last.
+	specs map[string]*target.Spec
+}
+
+// end is Follow's result for err: nil when its caller's ctx ended,
+// ErrClosed when the store closed.
+func (f *follower) end(ctx context.Context, err error) error {
+	if f.s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("etcd store: follow: %w", err)
+	}
+	return nil // the caller ended it
+}
+
+// watch follows from f.last+1 until the watch ends; progressed: it
+// delivered something.
+func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
+	s := f.s
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	start, end := s.keys.watched()
+	wch := s.cli.Watch(wctx, start, clientv3.WithRange(end), clientv3.WithRev(f.last+1), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return progressed, &engine.CompactedError{Requested: f.after + 1, Oldest: revision(resp.CompactRevision, 0)}
+		}
+		if err := resp.Err(); err != nil {
+			return progressed, err
+		}
+		if resp.IsProgressNotify() {
+			if rev := resp.Header.Revision; rev > f.last {
+				f.last = rev
+				f.deliver(Position(rev), nil)
+				progressed = true
+			}
+			continue
+		}
+		var newest int64
+		for _, ev := range resp.Events {
+			rev := ev.Kv.ModRevision
+			if rev <= f.last {
+				continue // delivered before a reconnection
+			}
+			newest = max(newest, rev)
+			if string(ev.Kv.Key) != s.keys.events() {
+				continue
+			}
+			if ev.Type != clientv3.EventTypePut {
+				return progressed, corrupt(s.keys.events(), "deleted at revision %d", rev)
+			}
+			changes, err := f.batch(rev, ev.Kv.Value)
+			if err != nil {
+				return progressed, err
+			}
+			f.last = rev
+			f.deliver(Position(rev), changes)
+			progressed = true
+		}
+		if newest > f.last {
+			f.last = newest
+			f.deliver(Position(newest), nil)
+			progressed = true
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return progressed, err
+	}
+	return progressed, errWatchEnded
+}
+
+// batch decodes the transaction of etcd revision rev for delivery: the
+// changes after f.after, each whole (a status-only change gets its
+// target's spec), and keeps f.specs current.
+func (f *follower) batch(rev int64, value []byte) ([]*engine.Change, error) {
+	changes, err := f.s.decodeBatch(rev, value)
+	if err != nil {
+		return nil, err
+	}
+	out := changes[:0]
+	for _, c := range changes {
+		spec := f.specs[c.Name]
+		switch {
+		case c.Delete:
+			delete(f.specs, c.Name)
+		case c.SpecChanged && c.Target != nil:
+			f.specs[c.Name] = c.Target.Spec
+		}
+		switch {
+		case c.Target == nil && c.Delete:
+			// The engine's view forgets a deleted target by its name.
+			c.Target = &engine.Target{Spec: orName(spec, c.Name)}
+		case c.Target != nil && c.Target.Spec == nil:
+			// A status-only change: the spec is the one stored before (a
+			// bare one for a change of a target deleted earlier in its
+			// transaction, which the engine never makes).
+			c.Target.Spec = orName(spec, c.Name)
+		}
+		if c.Event.Revision > f.after {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// orName is spec, or a spec with only the name when there is none.
+func orName(spec *target.Spec, name string) *target.Spec {
+	if spec == nil {
+		return &target.Spec{Name: name}
+	}
+	return spec
+}
+
+// specsAt returns every target's spec at etcd revision rev: those the
+// Load of rev read (handed over once), or read now.
+func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec, error) {
+	s.mu.Lock()
+	loaded := s.loaded
+	s.loaded = nil // handed over, or of no use
+	s.mu.Unlock()
+	switch {
+	case loaded != nil && loaded.rev == rev:
+		return loaded.specs, nil
+	case rev <= 0:
+		return make(map[string]*target.Spec), nil
+	}
+	var specs map[string]*target.Spec
+	err := s.retrying(ctx, "follow", func() (bool, error) {
+		var err error
+		specs, err = s.readSpecs(ctx, rev)
+		return err != nil && transient(ctx, err), err
+	})
+	if errors.Is(err, errStale) {
+		compacted, cerr := s.compactRevision(ctx)
+		if cerr != nil {
+			return nil, cerr
+		}
+		return nil, &engine.CompactedError{Requested: Position(rev) + 1, Oldest: revision(compacted, 0)}
+	}
+	return specs, err
+}
+
+// compactRevision is etcd's compaction revision, known to be above 1,
+// from a watch of P/events from revision 1 (its first answer).
+func (s *Store) compactRevision(ctx context.Context) (int64, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	resp, ok := <-s.cli.Watch(wctx, s.keys.events(), clientv3.WithRev(1))
+	switch {
+	case !ok && ctx.Err() != nil:
+		return 0, ctx.Err()
+	case !ok:
+		return 0, errWatchEnded
+	case resp.CompactRevision != 0:
+		return resp.CompactRevision, nil
+	}
+	return 0, resp.Err() // nil: not compacted after all
+}

@@ -1,0 +1,69 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/store/etcd"
+)
+
+// TestLeaderLoss: a three-member etcd loses its leader (killed, no
+// handover) in the middle of a stream of commits: every Commit succeeds,
+// exactly once (the history has each change once, at the revision its
+// Commit gave it), and a Follow on another replica delivers the whole
+// history in order, through the election.
+func TestLeaderLoss(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("an etcd election: a few seconds")
+	}
+	c := etcdtest.StartCluster(t, 3, etcdtest.Options{TickMs: 20, ElectionMs: 200})
+	// The real clock: the backoff waits out etcd's real election.
+	real := clockwork.NewRealClock()
+	w := open(t, c.Client(t), etcd.Options{ReplicaID: "writer", Clock: real, RequestTimeout: time.Second, Logger: testLogger(t)})
+	r := open(t, c.Client(t), etcd.Options{ReplicaID: "reader", Clock: real, RequestTimeout: time.Second})
+	f := follow(t, r, load(t, r).Revision)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const commits, killAt = 40, 15
+	var committed []*engine.Change
+	for i := range commits {
+		if i == killAt {
+			leader, err := c.WaitLeader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Kill(leader)
+		}
+		cr := create(fmt.Sprintf("t%02d", i))
+		batch := []*engine.Change{cr, transition(cr, 1)}
+		if err := w.Commit(ctx, batch); err != nil {
+			t.Fatalf("Commit %d (leader killed before commit %d): %v", i, killAt, err)
+		}
+		committed = append(committed, batch...)
+	}
+	last := committed[len(committed)-1].Event.Revision
+	f.waitFor(last)
+
+	replay := load(t, open(t, c.Client(t), etcd.Options{ReplicaID: "check"})).Events
+	if len(replay) != len(committed) {
+		t.Fatalf("history has %d events, want %d (one per change committed)", len(replay), len(committed))
+	}
+	for i, ev := range replay {
+		if want := committed[i]; ev.Revision != want.Event.Revision || ev.Name != want.Name || ev.Kind != want.Event.Kind {
+			t.Errorf("event %d: %s %s at %d, want %s %s at %d", i, ev.Kind, ev.Name, ev.Revision, want.Event.Kind, want.Name, want.Event.Revision)
+		}
+	}
+	if diff := cmp.Diff(replay, f.events(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the reader's Follow differs from the history (-history +followed):\n%s", diff)
+	}
+}

@@ -1,0 +1,96 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix         = "/probed/"
+	DefaultRequestTimeout = 5 * time.Second
+)
+
+// ErrInvalid: Options have a bad field (the error names it).
+var ErrInvalid = errors.New("etcd store: invalid options")
+
+// Options configure a Store. Client and ReplicaID are required.
+type Options struct {
+	// Client talks to etcd; the caller closes it after the store.
+	Client *clientv3.Client
+	// Prefix of every key; default "/probed/", the cluster's (they share
+	// P/meta). A missing trailing slash is added.
+	Prefix string
+	// Fence says what a write of a target must compare (cluster.Fence):
+	// LeaseValue(key) == lease. ok false: this replica does not own the
+	// target, and its change is refused (ErrOwnershipLost) without a round
+	// trip. nil: no fencing (a single writer, tests). Creates are not
+	// fenced: any replica registers a target.
+	Fence func(name string) (key string, lease clientv3.LeaseID, ok bool)
+	// Leading says whether this replica compacts etcd's history
+	// (cluster.Leading); nil: it does.
+	Leading func() bool
+	// ReplicaID names this writer's key P/writers/<ReplicaID> (the
+	// idempotency of its transactions): unique among the replicas writing
+	// at a time, no "/" nor control characters, at most 128 bytes.
+	ReplicaID string
+	// RequestTimeout bounds one etcd request (a transaction whose answer
+	// does not come in time is retried, never applied twice); default 5s;
+	// negative: none (a request ends with its context).
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+	// Clock times the backoff between retries and RequestTimeout; default
+	// the real clock.
+	Clock clockwork.Clock
+}
+
+func (o *Options) setDefaults() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+	}
+	if o.Client == nil {
+		bad("Client", "required")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(o.Prefix, "/") {
+		o.Prefix += "/"
+	}
+	if why := checkReplicaID(o.ReplicaID); why != "" {
+		bad("ReplicaID", "%s", why)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	return errors.Join(errs...)
+}
+
+// checkReplicaID returns what is wrong with id, or "".
+func checkReplicaID(id string) string {
+	switch {
+	case id == "":
+		return "required (it names this replica's key P/writers/<id>)"
+	case len(id) > 128:
+		return fmt.Sprintf("%d bytes, more than 128", len(id))
+	}
+	for _, r := range id {
+		if r == '/' || r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("%q has a %q", id, r)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,213 @@
+// Package etcd is the engine.SharedStore of cluster mode: several probed
+// replicas keep their targets and one event log in an etcd cluster, and
+// etcd decides what exists, who may write a target and the order of
+// events (docs/cluster.md is the design).
+//
+// # Keys
+//
+// Under the prefix P (default "/probed/", the cluster package's too):
+//
+//	P/meta             a JSON object: "schema" (SchemaVersion, this package's),
+//	                   "shards" (the cluster package's); each keeps the other's fields
+//	P/specs/<name>     a target's spec (store/codec)
+//	P/status/<name>    its durable status (store/codec), whose revision field
+//	                   holds the index of its last change in its transaction
+//	P/events           the changes of the last transaction (codec.MarshalBatch);
+//	                   rewritten by every transaction, so etcd's history of this
+//	                   key is the event log
+//	P/writers/<id>     the last transaction of the replica <id> (idempotency)
+//
+// # Revisions
+//
+// A Commit is one etcd transaction, and etcd gives a transaction one
+// revision R. The i-th change of the transaction (at most 1,024 of them)
+// gets the revision R<<10 | i: strictly increasing, not contiguous, the
+// same on every replica. The position after a whole etcd revision R is
+// R<<10 | 1023 (Stored.Revision, what Follow delivers); an etcd
+// compaction at revision C deletes the events of every revision below C,
+// so Stored.Compacted is C<<10 - 1.
+//
+// # Writes
+//
+// A Commit compares, in the same transaction: that each created target's
+// spec key does not exist; with Options.Fence, that each written target's
+// shard key is on this replica's lease; and that P/writers/<id> is what
+// this store last wrote there. When a compare fails, nothing is written
+// and the transaction's other branch reads the compared keys, which says
+// which changes conflict (*engine.ConflictError). Transient etcd failures
+// (no leader, a timeout, an unreachable member) are retried with backoff
+// until the Commit's context ends; a transaction whose outcome was unknown
+// is never applied twice: each carries a value of its own for
+// P/writers/<id>, and a retry that finds it there has succeeded already.
+//
+// # Goroutines
+//
+// The store starts none: Follow runs on its caller's goroutine, and the
+// client is the caller's. Close ends a running Follow and fails every
+// later call with ErrClosed.
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+)
+
+// Errors.
+var (
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("etcd store: closed")
+	// ErrSchemaVersion: P/meta names a schema this build does not know
+	// (a newer probed wrote the data).
+	ErrSchemaVersion = errors.New("etcd store: unknown schema version")
+	// ErrCorrupt: a key under the prefix holds something probed did not
+	// write.
+	ErrCorrupt = errors.New("etcd store: corrupt data")
+)
+
+// SchemaVersion is the layout of the keys and values; P/meta records it.
+const SchemaVersion = 1
+
+// Store is the etcd engine.SharedStore. Commit serialises its calls; the
+// other methods may run concurrently with everything.
+type Store struct {
+	cli     *clientv3.Client
+	keys    keys
+	fence   func(name string) (string, clientv3.LeaseID, bool)
+	leading func() bool
+	log     *slog.Logger
+	clock   clockwork.Clock
+	// timeout bounds one etcd request (Options.RequestTimeout).
+	timeout time.Duration
+
+	// ctx ends when the store is closed.
+	ctx   context.Context
+	close context.CancelFunc
+
+	// id is Options.ReplicaID; writer is P/writers/<id>.
+	id, writer string
+	// commitMu serialises Commit: P/writers/<id> is this store's to
+	// write, one transaction at a time.
+	commitMu sync.Mutex
+	// instance names this Store's transactions in P/writers/<id>
+	// (random: a restarted replica never repeats a predecessor's).
+	instance string
+	seq      uint64 // transactions attempted; guarded by commitMu
+	// writerRev is the mod revision of P/writers/<id> as this store last
+	// saw it (0: absent); guarded by commitMu.
+	writerRev int64
+
+	mu sync.Mutex
+	// loaded is the specs Load read, kept for a Follow from the same
+	// revision (which needs the spec of each target to deliver
+	// status-only changes whole); guarded by mu.
+	loaded *specsAt
+}
+
+var (
+	_ engine.SharedStore  = (*Store)(nil)
+	_ engine.BatchLimiter = (*Store)(nil)
+)
+
+// specsAt is every target's spec at an etcd revision.
+type specsAt struct {
+	rev   int64
+	specs map[string]*target.Spec
+}
+
+// ReplicaID is Options.ReplicaID.
+func (s *Store) ReplicaID() string { return s.id }
+
+// Close ends a running Follow and makes the store unusable. It does not
+// close the client (the caller's) and writes nothing.
+func (s *Store) Close() error {
+	s.close()
+	s.mu.Lock()
+	s.loaded = nil
+	s.mu.Unlock()
+	return nil
+}
+
+// usable returns ErrClosed once the store is closed.
+func (s *Store) usable() error {
+	if s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// bind returns ctx, also cancelled when the store closes.
+func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// errRequestTimeout is the cause of a request cancelled after
+// Options.RequestTimeout.
+var errRequestTimeout = errors.New("etcd request timed out")
+
+// request returns the context of one etcd request: cancelled when ctx
+// ends, when the store closes, or after the request timeout on the
+// store's clock (cause errRequestTimeout). It has no deadline of its own,
+// so a fake clock never leaks into gRPC's wall-clock deadlines.
+func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
+	var t clockwork.Timer
+	if s.timeout > 0 {
+		t = s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	}
+	return clientv3.WithRequireLeader(rctx), func() {
+		if t != nil {
+			t.Stop()
+		}
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// done returns the error of an operation whose context ended: ErrClosed
+// if the store closed, ctx's error otherwise.
+func (s *Store) done(ctx context.Context) error {
+	if s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// keys is the layout under the prefix.
+type keys struct {
+	prefix string
+}
+
+func (k keys) meta() string              { return k.prefix + "meta" }
+func (k keys) specs() string             { return k.prefix + "specs/" }
+func (k keys) statuses() string          { return k.prefix + "status/" }
+func (k keys) events() string            { return k.prefix + "events" }
+func (k keys) spec(name string) string   { return k.specs() + name }
+func (k keys) status(name string) string { return k.statuses() + name }
+func (k keys) writer(id string) string   { return k.prefix + "writers/" + id }
+
+// watched is the key range Follow watches, [start, end): the prefix's keys
+// before P/specs/ — P/events, and the cluster's P/leader/, P/members/,
+// P/meta and P/shards/ — so neither the specs nor the statuses, which
+// P/events repeats, nor P/writers/, put by the same transactions.
+func (k keys) watched() (start, end string) { return k.prefix, k.specs() }
+
+// corrupt is an ErrCorrupt naming key.
+func corrupt(key string, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrCorrupt, key, fmt.Sprintf(format, args...))
+}
