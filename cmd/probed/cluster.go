@@ -168,9 +168,12 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Endpoints:   cc.endpointURLs(),
 		TLS:         tc,
 		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-		Context:     context.WithoutCancel(ctx),
-		DialOptions: tel.grpcClientOptions(),
+		// Notice a dead connection to etcd within seconds, not minutes.
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Logger:               zap.NewNop(),
+		Context:              context.WithoutCancel(ctx),
+		DialOptions:          tel.grpcClientOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cc.endpoints, ","), err)
@@ -252,8 +255,8 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		},
 		stats: func() probedtel.ClusterStats {
 			st := cl.Stats()
-			return probedtel.ClusterStats{OwnedShards: st.OwnedShards, Members: st.Members, Renewals: st.Renewals,
-				RenewalsSkipped: st.RenewalsSkipped, Losses: st.Losses, Claims: st.Claims, Releases: st.Releases}
+			return probedtel.ClusterStats{OwnedShards: st.Shards, Members: st.Members, Renewals: st.Renewals,
+				RenewalsSkipped: st.RenewalsSkipped, Losses: st.LeaseLosses, Claims: st.Claims, Releases: st.Releases}
 		},
 		close: func() {
 			peers.close()
