@@ -13,7 +13,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo test fuzz check clean
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test fuzz check clean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,9 @@ run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (
 demo: ## Knative-style demo: probed and its status page, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
 	GO=$(GO) ./examples/activator/demo.sh
 
+cluster: ## Three probed replicas over a local etcd (built from the Go module proxy) on one machine (Ctrl-C stops all).
+	GO=$(GO) BIN=$(BIN) ./examples/cluster/cluster.sh
+
 test: ## Run every test with the race detector.
 	$(GO) test -race -count=1 -timeout 20m ./...
 
@@ -65,4 +68,4 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) (seed corpora under */testdata/fuz
 check: checkgenerate lint breaking build test fuzz ## Everything CI runs.
 
 clean: ## Remove build output and the local data dir.
-	rm -rf $(BIN) $(DATA_DIR)
+	rm -rf $(BIN) $(DATA_DIR) ./cluster-data

@@ -34,8 +34,13 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -53,7 +58,12 @@ func New(conn grpc.ClientConnInterface) *Client {
 }
 
 // Dial returns a client of the probed at addr (a gRPC target such as
-// "127.0.0.1:50051" or "dns:///probed.example:50051"). The connection is
+// "127.0.0.1:50051" or "dns:///probed.example:50051"), or of the replicas
+// of a cluster at a comma-separated list of host:port ("10.0.0.1:50051,
+// 10.0.0.2:50051"): calls are spread over the replicas that answer, and a
+// Watch whose replica goes away resumes on another (any replica serves
+// every target; with TLS, each replica's certificate is checked against its
+// own host). The connection is
 // made lazily by the first call (grpc.NewClient), so an unreachable server
 // shows up as ErrUnavailable from the calls, not here; ctx is checked
 // only. Without a TLS option the connection is plaintext. A lost
@@ -72,7 +82,26 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addr, gopts...)
+	target := addr
+	if addrs := strings.Split(addr, ","); len(addrs) > 1 {
+		// Several replicas of a cluster: calls are spread over those that
+		// answer, and a watch resumes on another one when its replica goes.
+		r := manual.NewBuilderWithScheme("probed")
+		state := resolver.State{}
+		for _, a := range addrs {
+			a = strings.TrimSpace(a)
+			host, _, err := net.SplitHostPort(a)
+			if err != nil {
+				return nil, fmt.Errorf("client: replica address %q: %w", a, err)
+			}
+			// TLS checks each replica's certificate against its own host.
+			state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a, ServerName: host}}})
+		}
+		r.InitialState(state)
+		gopts = append(gopts, grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		target = r.Scheme() + ":///replicas"
+	}
+	conn, err := grpc.NewClient(target, gopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +246,16 @@ func GracePeriod(seconds int64) DeleteOption {
 // probe's status after it. A target without that probe is ErrNotFound.
 func (c *Client) Trigger(ctx context.Context, name string, probe probev1.ProbeType) (*probev1.TriggerProbeResponse, error) {
 	resp, err := c.svc.TriggerProbe(ctx, &probev1.TriggerProbeRequest{Name: name, ProbeType: probe})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return resp, nil
+}
+
+// Replicas lists the replicas of a cluster (probed --store=etcd) with the
+// shards each probes; a single probed is one replica.
+func (c *Client) Replicas(ctx context.Context) (*probev1.ListReplicasResponse, error) {
+	resp, err := c.svc.ListReplicas(ctx, &probev1.ListReplicasRequest{})
 	if err != nil {
 		return nil, fromStatus(err)
 	}

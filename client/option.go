@@ -153,6 +153,14 @@ func (o *dialOptions) tlsConfig() (*tls.Config, error) {
 // socket, "localhost" or a loopback IP, with or without a scheme
 // ("dns:///127.0.0.1:50051").
 func isLoopback(target string) bool {
+	if addrs := strings.Split(target, ","); len(addrs) > 1 { // replicas
+		for _, a := range addrs {
+			if !isLoopback(strings.TrimSpace(a)) {
+				return false
+			}
+		}
+		return true
+	}
 	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
 		return true
 	}

@@ -276,6 +276,9 @@ func New(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// ShardCount is the number of shards targets are spread over.
+func (c *Cluster) ShardCount() int { return c.opts.Shards }
+
 // ShardOf is the shard of the named target: fnv-1a of the name modulo
 // Options.Shards.
 func (c *Cluster) ShardOf(name string) int {

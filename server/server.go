@@ -28,8 +28,14 @@ type Options struct {
 	// Forwarder, in cluster mode, reaches the owner of a target this
 	// replica does not probe (see forward.go); nil on a single node.
 	Forwarder Forwarder
-	// ReplicaID names this replica in forwarded calls.
+	// ReplicaID names this replica (forwarded calls, ListReplicas).
 	ReplicaID string
+	// Addr is the address this server is reached at (ListReplicas on a
+	// single node).
+	Addr string
+	// Replicas, in cluster mode, tells which replica probes which target
+	// and which replicas are live; nil on a single node.
+	Replicas Replicas
 }
 
 // Observer receives what the server does, for metrics.

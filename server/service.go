@@ -28,7 +28,7 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &probev1.CreateTargetResponse{Target: fromTarget(t)}, nil
+	return &probev1.CreateTargetResponse{Target: s.target(t)}, nil
 }
 
 // GetTarget returns one target.
@@ -40,7 +40,7 @@ func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &probev1.GetTargetResponse{Target: fromTarget(t)}, nil
+	return &probev1.GetTargetResponse{Target: s.target(t)}, nil
 }
 
 // ListTargets returns one page of targets in name order: at most pageSize
@@ -72,7 +72,7 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	}
 	resp := &probev1.ListTargetsResponse{Targets: make([]*probev1.Target, len(ts))}
 	for i, t := range ts {
-		resp.Targets[i] = fromTarget(t)
+		resp.Targets[i] = s.target(t)
 	}
 	// A page of large targets is cut by bytes; the rest comes next.
 	if n := fitPage(resp.Targets); n < len(resp.Targets) {
@@ -95,7 +95,7 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 			return c.UpdateTarget(ctx, req)
 		})
 	}
-	return &probev1.UpdateTargetResponse{Target: fromTarget(t)}, nil
+	return &probev1.UpdateTargetResponse{Target: s.target(t)}, nil
 }
 
 // DeleteTarget starts the graceful removal of a target, or shortens it.
@@ -117,7 +117,7 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 			return c.DeleteTarget(ctx, req)
 		})
 	}
-	return &probev1.DeleteTargetResponse{Target: fromTarget(t)}, nil
+	return &probev1.DeleteTargetResponse{Target: s.target(t)}, nil
 }
 
 // TriggerProbe runs one probe now.
@@ -156,7 +156,7 @@ func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetReques
 			return c.ResetTarget(ctx, req)
 		})
 	}
-	return &probev1.ResetTargetResponse{Target: fromTarget(t)}, nil
+	return &probev1.ResetTargetResponse{Target: s.target(t)}, nil
 }
 
 func nameErrors(name string) field.List {

@@ -22,6 +22,7 @@ const (
 	MetricReadinessLatency  = "probed_readiness_latency_seconds"
 	MetricCommit            = "probed_store_commit_seconds"
 	MetricStoreChanges      = "probed_store_changes_total"
+	MetricStoreRefused      = "probed_store_refused_total"
 	MetricWatchEventsSent   = "probed_watch_events_sent_total"
 	MetricWatchEvictions    = "probed_watch_evictions_total"
 	MetricWatchers          = "probed_watchers"

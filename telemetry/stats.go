@@ -29,6 +29,7 @@ type statsMetrics struct {
 	errors     metric.Int64ObservableCounter
 	panics     metric.Int64ObservableCounter
 	changes    metric.Int64ObservableCounter
+	refused    metric.Int64ObservableCounter
 
 	active, terminating []metric.ObserveOption // phase=...
 	overlap, busy       []metric.ObserveOption // reason=...
@@ -64,6 +65,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.missed = c(MetricSchedulerMissed, "Grid points the timer wheel passed over while it was behind.")
 	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
+	sm.refused = c(MetricStoreRefused, "Changes the store refused: fenced writes of targets this replica no longer owns (cluster mode), creates of names that exist.")
 	sm.changes = c(MetricStoreChanges, "Changes written to the store (divide by the commit count for the group-commit batch size).")
 	if err != nil {
 		return nil, err
@@ -95,8 +97,9 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.errors, clampInt64(s.ScheduleErrors))
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))
 		o.ObserveInt64(sm.changes, clampInt64(s.Changes))
+		o.ObserveInt64(sm.refused, clampInt64(s.Refused))
 		return nil
-	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes)
+	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes, sm.refused)
 }
 
 func clampInt64(v uint64) int64 {

@@ -151,6 +151,7 @@ a target to become ready.`,
 		newResetCommand(o),
 		newWatchCommand(o),
 		newWaitReadyCommand(o),
+		newReplicasCommand(o),
 	)
 	markUsageErrors(root)
 	return root

@@ -76,13 +76,18 @@ func printTargets(w io.Writer, format string, now time.Time, targets []*probev1.
 
 // printTargetTable prints NAME, PHASE, STARTED, LIVE, READY, each probe's
 // result and effective period, AGE and why the target is not ready (the
-// MESSAGE column); wide adds LABELS and REVISION, and the message of a
-// passing probe.
+// MESSAGE column); wide adds LABELS, REVISION, REPLICA (the replica
+// that probes the target; only when a target has one, that is in a
+// cluster) and the message of a passing probe.
 func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "NAME\tPHASE\tSTARTED\tLIVE\tREADY\tSTARTUP\tLIVENESS\tREADINESS\tAGE\t"
+	clustered := wide && slices.ContainsFunc(targets, func(t *probev1.Target) bool { return t.GetStatus().GetReplica() != "" })
 	if wide {
 		header += "LABELS\tREVISION\t"
+	}
+	if clustered {
+		header += "REPLICA\t"
 	}
 	_, _ = fmt.Fprintln(tw, header+"MESSAGE")
 	for _, t := range targets {
@@ -93,6 +98,9 @@ func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wid
 			age(now, st.GetCreateTime().AsTime()))
 		if wide {
 			_, _ = fmt.Fprintf(tw, "%s\t%d\t", labelsCell(t.GetLabels()), st.GetRevision())
+		}
+		if clustered {
+			_, _ = fmt.Fprintf(tw, "%s\t", orDash(st.GetReplica()))
 		}
 		_, _ = fmt.Fprintln(tw, messageCell(t, wide))
 	}
@@ -311,4 +319,12 @@ func (p *eventPrinter) row(cells []string) error {
 	b.WriteByte('\n')
 	_, err := io.WriteString(p.w, b.String())
 	return err
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

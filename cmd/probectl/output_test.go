@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -71,10 +72,18 @@ func TestTargetTable(t *testing.T) {
 			CreateTime: timestamppb.New(now.Add(-3 * time.Hour)),
 		}},
 	}
+	// In a cluster, each target's status names the replica that probes it.
+	clustered := make([]*probev1.Target, 0, len(targets))
+	for i, t := range targets[:2] {
+		c := proto.CloneOf(t)
+		c.Status.Replica = []string{"r1", ""}[i]
+		clustered = append(clustered, c)
+	}
 	tests := []struct {
-		name string
-		wide bool
-		want string
+		name    string
+		targets []*probev1.Target
+		wide    bool
+		want    string
 	}{
 		{
 			name: "table: the message of the probe that fails",
@@ -93,12 +102,32 @@ func TestTargetTable(t *testing.T) {
 				"db           Active        true      true    true    -         -              success/1s      5m    -                     7          readiness: accepting connections\n" +
 				"going-away   Terminating   true      false   false   -         -              -               3h    -                     0          -\n",
 		},
+		{
+			name:    "wide in a cluster: the replica that probes each target",
+			targets: clustered,
+			wide:    true,
+			want: "" +
+				"NAME   PHASE    STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE   LABELS                REVISION   REPLICA   MESSAGE\n" +
+				"web    Active   true      false   true    -         failure/1.5s   success/100ms   90s   app=shop,tier=front   42         r1        liveness: HTTP probe failed with statuscode: 500\n" +
+				"db     Active   true      true    true    -         -              success/1s      5m    -                     7          -         readiness: accepting connections\n",
+		},
+		{
+			name:    "table in a cluster: no replica column",
+			targets: clustered[:1],
+			want: "" +
+				"NAME   PHASE    STARTED   LIVE    READY   STARTUP   LIVENESS       READINESS       AGE   MESSAGE\n" +
+				"web    Active   true      false   true    -         failure/1.5s   success/100ms   90s   HTTP probe failed with statuscode: 500\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			in := targets
+			if tt.targets != nil {
+				in = tt.targets
+			}
 			var b strings.Builder
-			if err := printTargetTable(&b, now, targets, tt.wide); err != nil {
+			if err := printTargetTable(&b, now, in, tt.wide); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, b.String()); diff != "" {

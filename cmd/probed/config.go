@@ -39,6 +39,7 @@ type config struct {
 	tick         time.Duration
 	grace        time.Duration
 
+	cluster   clusterConfig   // cluster.go
 	telemetry telemetryConfig // telemetry.go
 	security  securityConfig  // security.go
 	ui        uiConfig        // ui.go
@@ -70,6 +71,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	c.cluster.register(fs)
 	c.telemetry.register(fs)
 	c.security.register(fs)
 	c.ui.register(fs)
@@ -104,6 +106,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--watch-buffer-bytes %d: must not be negative", c.watchBytes)
 	case c.watchTotal < 0:
 		return nil, fmt.Errorf("--watch-total-bytes %d: must not be negative", c.watchTotal)
+	}
+	if err := c.cluster.validate(c.addr); err != nil {
+		return nil, err
 	}
 	if err := c.telemetry.validate(); err != nil {
 		return nil, err

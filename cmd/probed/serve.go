@@ -20,7 +20,6 @@ import (
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server"
-	"github.com/probed/probed/store/bolt"
 )
 
 // serve runs probed until ctx is done: it opens the store, the engine and
@@ -29,16 +28,6 @@ import (
 // streams end with Unavailable), then the gRPC server.
 func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	log := newLogger(cfg)
-	store, err := bolt.Open(cfg.dataDir, bolt.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			log.Error("closing the store", "err", err)
-		}
-	}()
-
 	sec, err := newSecurity(cfg, log)
 	if err != nil {
 		return err
@@ -56,10 +45,17 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 	}()
 
+	be, err := openBackend(ctx, cfg, sec, tel, log)
+	if err != nil {
+		return err
+	}
+	defer be.close()
+
 	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
-		Store:            store,
+		Store:            be.store,
+		Owns:             be.owns,
 		Observer:         tel.engineObserver(),
 		Logger:           log,
 		Gates:            cfg.gates,
@@ -84,6 +80,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err := tel.observe(eng); err != nil {
 		return err
 	}
+	if be.stats != nil {
+		if err := tel.observeCluster(be.stats); err != nil {
+			return err
+		}
+	}
 
 	lis, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -91,7 +92,14 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	}
 	// The service's own options after authentication's (GRPCOptions).
 	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
-	server.New(eng, server.Options{Logger: log, Observer: tel.serverObserver()}).Register(g)
+	server.New(eng, server.Options{
+		Logger:    log,
+		Observer:  tel.serverObserver(),
+		Forwarder: be.forward,
+		Replicas:  be.replicas,
+		ReplicaID: be.replica,
+		Addr:      lis.Addr().String(),
+	}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
@@ -103,15 +111,24 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	wg.Go(func() { engineErr <- eng.Run(engineCtx) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- g.Serve(lis) })
+	// Cluster membership starts once the engine runs (it takes shards, and
+	// so targets, into it) and stops first (it hands them over).
+	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCluster()
+	clusterErr := make(chan error, 1)
+	if be.join != nil {
+		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
+	}
 	waitUI, err := startUI(engineCtx, cfg, eng, sec, log)
 	if err != nil {
+		stopCluster()
 		stopEngine()
 		g.Stop()
 		wg.Wait()
 		return err
 	}
 
-	log.Info("probed serving", "addr", lis.Addr().String(), "data_dir", cfg.dataDir, "feature_gates", cfg.gates.String(), "version", version)
+	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", version}, be.where...)...)
 	if ready != nil {
 		ready(lis.Addr())
 	}
@@ -124,8 +141,19 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		engineErr <- runErr
 	case runErr = <-serveErr:
 		serveErr <- runErr
+	case runErr = <-clusterErr:
+		if runErr == nil {
+			runErr = errors.New("cluster membership stopped")
+		}
+		clusterErr <- nil
 	}
 	healthSrv.Shutdown()
+	if be.join != nil {
+		stopCluster()
+		if err := <-clusterErr; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
 	stopEngine()
 	if err := <-engineErr; err != nil && runErr == nil {
 		runErr = err

@@ -139,6 +139,14 @@ func (t *telemetry) inject() func(context.Context, http.Header) { return t.tel.I
 // observe starts reporting the engine's gauges and counters.
 func (t *telemetry) observe(e *engine.Engine) error { return t.tel.Observe(e.Stats) }
 
+// observeCluster reports the cluster's figures.
+func (t *telemetry) observeCluster(stats func() probedtel.ClusterStats) error {
+	return t.tel.ObserveCluster(stats)
+}
+
+// grpcClientOptions instrument a gRPC client (etcd's): per-call metrics.
+func (t *telemetry) grpcClientOptions() []grpc.DialOption { return t.tel.GRPCClientOptions() }
+
 // shutdown stops the metrics listener, then flushes and stops the
 // exporters.
 func (t *telemetry) shutdown(ctx context.Context) error {

@@ -98,6 +98,9 @@ func Start(t testing.TB, opts Options) *Server {
 		so.Clock = opts.Clock
 	}
 	g := grpc.NewServer(slices.Concat(opts.GRPC, server.GRPCOptions())...)
+	if so.Addr == "" {
+		so.Addr = lis.Addr().String()
+	}
 	server.New(eng, so).Register(g)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)

@@ -50,6 +50,13 @@ func (c *Certs) paths() []string {
 	return []string{c.certFile, c.keyFile, c.caFile}
 }
 
+// ClientCertificate returns the current certificate, for a client that
+// presents the server's own certificate (a replica calling another with
+// mutual TLS). It is a tls.Config.GetClientCertificate.
+func (c *Certs) ClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return &c.cfg.Load().Certificates[0], nil
+}
+
 // MutualTLS reports whether clients must present a certificate.
 func (c *Certs) MutualTLS() bool { return c.caFile != "" }
 

@@ -1278,7 +1278,11 @@ type TargetStatus struct {
 	// When the target was last reset (or created).
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// When the target was deleted, if it is terminating.
-	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	DeleteTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	// The replica that probes the target (cluster mode, see ListReplicas);
+	// empty on a single probed, and while the target's shard changes hands.
+	// Set by GetTarget, ListTargets and the write calls, not in events.
+	Replica       string `protobuf:"bytes,12,opt,name=replica,proto3" json:"replica,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,6 +1392,13 @@ func (x *TargetStatus) GetDeleteTime() *timestamppb.Timestamp {
 		return x.DeleteTime
 	}
 	return nil
+}
+
+func (x *TargetStatus) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
 }
 
 // ProbeStatus is the state of one probe. GetTarget, ListTargets and the
@@ -2674,6 +2685,177 @@ func (x *WatchResponse) GetProgressNotify() bool {
 	return false
 }
 
+type ListReplicasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicasRequest) Reset() {
+	*x = ListReplicasRequest{}
+	mi := &file_probe_v1_probe_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicasRequest) ProtoMessage() {}
+
+func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
+func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{32}
+}
+
+type ListReplicasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live replicas, by id.
+	Replicas []*Replica `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The id of the replica that answered.
+	Self string `protobuf:"bytes,2,opt,name=self,proto3" json:"self,omitempty"`
+	// The number of shards targets are spread over (0 on a single probed).
+	Shards        int32 `protobuf:"varint,3,opt,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicasResponse) Reset() {
+	*x = ListReplicasResponse{}
+	mi := &file_probe_v1_probe_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicasResponse) ProtoMessage() {}
+
+func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
+func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListReplicasResponse) GetReplicas() []*Replica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ListReplicasResponse) GetSelf() string {
+	if x != nil {
+		return x.Self
+	}
+	return ""
+}
+
+func (x *ListReplicasResponse) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+// Replica is one probed process of a cluster.
+type Replica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Where other replicas (and clients) reach its gRPC API.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Shards it owns now: it probes the targets of those shards.
+	Shards int32 `protobuf:"varint,3,opt,name=shards,proto3" json:"shards,omitempty"`
+	// When it joined.
+	JoinTime      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=join_time,json=joinTime,proto3" json:"join_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replica) Reset() {
+	*x = Replica{}
+	mi := &file_probe_v1_probe_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replica) ProtoMessage() {}
+
+func (x *Replica) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replica.ProtoReflect.Descriptor instead.
+func (*Replica) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Replica) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Replica) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Replica) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+func (x *Replica) GetJoinTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.JoinTime
+	}
+	return nil
+}
+
 var File_probe_v1_probe_proto protoreflect.FileDescriptor
 
 const file_probe_v1_probe_proto_rawDesc = "" +
@@ -2755,7 +2937,7 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x05sleep\x18\x01 \x01(\v2\x15.probe.v1.SleepActionH\x00R\x05sleepB\b\n" +
 	"\x06action\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xe3\x03\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xfd\x03\n" +
 	"\fTargetStatus\x12%\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x0f.probe.v1.PhaseR\x05phase\x12\x18\n" +
 	"\astarted\x18\x02 \x01(\bR\astarted\x12\x14\n" +
@@ -2771,7 +2953,8 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"start_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vdelete_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deleteTime\"\x91\x04\n" +
+	"deleteTime\x12\x18\n" +
+	"\areplica\x18\f \x01(\tR\areplica\"\x91\x04\n" +
 	"\vProbeStatus\x12(\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x10.probe.v1.ResultR\x06result\x121\n" +
 	"\teffective\x18\x02 \x01(\v2\x13.probe.v1.EffectiveR\teffective\x123\n" +
@@ -2868,7 +3051,17 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12+\n" +
 	"\x11snapshot_complete\x18\x04 \x01(\bR\x10snapshotComplete\x12'\n" +
-	"\x0fprogress_notify\x18\x05 \x01(\bR\x0eprogressNotify*C\n" +
+	"\x0fprogress_notify\x18\x05 \x01(\bR\x0eprogressNotify\"\x15\n" +
+	"\x13ListReplicasRequest\"q\n" +
+	"\x14ListReplicasResponse\x12-\n" +
+	"\breplicas\x18\x01 \x03(\v2\x11.probe.v1.ReplicaR\breplicas\x12\x12\n" +
+	"\x04self\x18\x02 \x01(\tR\x04self\x12\x16\n" +
+	"\x06shards\x18\x03 \x01(\x05R\x06shards\"\x84\x01\n" +
+	"\aReplica\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06shards\x18\x03 \x01(\x05R\x06shards\x127\n" +
+	"\tjoin_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinTime*C\n" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
@@ -2900,7 +3093,7 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x12EVENT_KIND_UPDATED\x10\x05\x12\x14\n" +
 	"\x10EVENT_KIND_RESET\x10\x06\x12\x1a\n" +
 	"\x16EVENT_KIND_TERMINATING\x10\a\x12\x16\n" +
-	"\x12EVENT_KIND_DELETED\x10\b2\xe4\x04\n" +
+	"\x12EVENT_KIND_DELETED\x10\b2\xb3\x05\n" +
 	"\fProbeService\x12M\n" +
 	"\fCreateTarget\x12\x1d.probe.v1.CreateTargetRequest\x1a\x1e.probe.v1.CreateTargetResponse\x12D\n" +
 	"\tGetTarget\x12\x1a.probe.v1.GetTargetRequest\x1a\x1b.probe.v1.GetTargetResponse\x12J\n" +
@@ -2909,7 +3102,8 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\fDeleteTarget\x12\x1d.probe.v1.DeleteTargetRequest\x1a\x1e.probe.v1.DeleteTargetResponse\x12M\n" +
 	"\fTriggerProbe\x12\x1d.probe.v1.TriggerProbeRequest\x1a\x1e.probe.v1.TriggerProbeResponse\x12J\n" +
 	"\vResetTarget\x12\x1c.probe.v1.ResetTargetRequest\x1a\x1d.probe.v1.ResetTargetResponse\x12:\n" +
-	"\x05Watch\x12\x16.probe.v1.WatchRequest\x1a\x17.probe.v1.WatchResponse0\x01B1Z/github.com/probed/probed/proto/probe/v1;probev1b\x06proto3"
+	"\x05Watch\x12\x16.probe.v1.WatchRequest\x1a\x17.probe.v1.WatchResponse0\x01\x12M\n" +
+	"\fListReplicas\x12\x1d.probe.v1.ListReplicasRequest\x1a\x1e.probe.v1.ListReplicasResponseB1Z/github.com/probed/probed/proto/probe/v1;probev1b\x06proto3"
 
 var (
 	file_probe_v1_probe_proto_rawDescOnce sync.Once
@@ -2924,7 +3118,7 @@ func file_probe_v1_probe_proto_rawDescGZIP() []byte {
 }
 
 var file_probe_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_probe_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_probe_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_probe_v1_probe_proto_goTypes = []any{
 	(Scheme)(0),                   // 0: probe.v1.Scheme
 	(ErrorReason)(0),              // 1: probe.v1.ErrorReason
@@ -2964,14 +3158,17 @@ var file_probe_v1_probe_proto_goTypes = []any{
 	(*Event)(nil),                 // 35: probe.v1.Event
 	(*WatchRequest)(nil),          // 36: probe.v1.WatchRequest
 	(*WatchResponse)(nil),         // 37: probe.v1.WatchResponse
-	nil,                           // 38: probe.v1.Target.LabelsEntry
-	nil,                           // 39: probe.v1.ListTargetsRequest.LabelSelectorEntry
-	nil,                           // 40: probe.v1.WatchRequest.LabelSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(*ListReplicasRequest)(nil),   // 38: probe.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),  // 39: probe.v1.ListReplicasResponse
+	(*Replica)(nil),               // 40: probe.v1.Replica
+	nil,                           // 41: probe.v1.Target.LabelsEntry
+	nil,                           // 42: probe.v1.ListTargetsRequest.LabelSelectorEntry
+	nil,                           // 43: probe.v1.WatchRequest.LabelSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
 }
 var file_probe_v1_probe_proto_depIdxs = []int32{
-	38, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
+	41, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
 	7,  // 1: probe.v1.Target.startup_probe:type_name -> probe.v1.Probe
 	7,  // 2: probe.v1.Target.liveness_probe:type_name -> probe.v1.Probe
 	7,  // 3: probe.v1.Target.readiness_probe:type_name -> probe.v1.Probe
@@ -2991,25 +3188,25 @@ var file_probe_v1_probe_proto_depIdxs = []int32{
 	18, // 17: probe.v1.TargetStatus.startup:type_name -> probe.v1.ProbeStatus
 	18, // 18: probe.v1.TargetStatus.liveness:type_name -> probe.v1.ProbeStatus
 	18, // 19: probe.v1.TargetStatus.readiness:type_name -> probe.v1.ProbeStatus
-	41, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
-	41, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
-	41, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
+	44, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
+	44, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
+	44, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
 	3,  // 23: probe.v1.ProbeStatus.result:type_name -> probe.v1.Result
 	19, // 24: probe.v1.ProbeStatus.effective:type_name -> probe.v1.Effective
-	41, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
-	41, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
-	42, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
-	42, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
-	42, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
-	42, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
-	42, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
+	44, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
+	44, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
+	45, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
+	45, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
+	45, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
+	45, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
+	45, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
 	3,  // 32: probe.v1.Outcome.result:type_name -> probe.v1.Result
-	42, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
-	41, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
+	45, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
+	44, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
 	6,  // 35: probe.v1.CreateTargetRequest.target:type_name -> probe.v1.Target
 	6,  // 36: probe.v1.CreateTargetResponse.target:type_name -> probe.v1.Target
 	6,  // 37: probe.v1.GetTargetResponse.target:type_name -> probe.v1.Target
-	39, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
+	42, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
 	6,  // 39: probe.v1.ListTargetsResponse.targets:type_name -> probe.v1.Target
 	6,  // 40: probe.v1.UpdateTargetRequest.target:type_name -> probe.v1.Target
 	6,  // 41: probe.v1.UpdateTargetResponse.target:type_name -> probe.v1.Target
@@ -3018,37 +3215,41 @@ var file_probe_v1_probe_proto_depIdxs = []int32{
 	20, // 44: probe.v1.TriggerProbeResponse.outcome:type_name -> probe.v1.Outcome
 	18, // 45: probe.v1.TriggerProbeResponse.status:type_name -> probe.v1.ProbeStatus
 	6,  // 46: probe.v1.ResetTargetResponse.target:type_name -> probe.v1.Target
-	41, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
+	44, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
 	5,  // 48: probe.v1.Event.kind:type_name -> probe.v1.EventKind
 	2,  // 49: probe.v1.Event.probe_type:type_name -> probe.v1.ProbeType
 	3,  // 50: probe.v1.Event.from:type_name -> probe.v1.Result
 	3,  // 51: probe.v1.Event.to:type_name -> probe.v1.Result
-	42, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
+	45, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
 	6,  // 53: probe.v1.Event.target:type_name -> probe.v1.Target
-	40, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
+	43, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
 	5,  // 55: probe.v1.WatchRequest.kinds:type_name -> probe.v1.EventKind
 	35, // 56: probe.v1.WatchResponse.events:type_name -> probe.v1.Event
-	21, // 57: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
-	23, // 58: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
-	25, // 59: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
-	27, // 60: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
-	29, // 61: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
-	31, // 62: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
-	33, // 63: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
-	36, // 64: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
-	22, // 65: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
-	24, // 66: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
-	26, // 67: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
-	28, // 68: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
-	30, // 69: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
-	32, // 70: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
-	34, // 71: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
-	37, // 72: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
-	65, // [65:73] is the sub-list for method output_type
-	57, // [57:65] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	40, // 57: probe.v1.ListReplicasResponse.replicas:type_name -> probe.v1.Replica
+	44, // 58: probe.v1.Replica.join_time:type_name -> google.protobuf.Timestamp
+	21, // 59: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
+	23, // 60: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
+	25, // 61: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
+	27, // 62: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
+	29, // 63: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
+	31, // 64: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
+	33, // 65: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
+	36, // 66: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
+	38, // 67: probe.v1.ProbeService.ListReplicas:input_type -> probe.v1.ListReplicasRequest
+	22, // 68: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
+	24, // 69: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
+	26, // 70: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
+	28, // 71: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
+	30, // 72: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
+	32, // 73: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
+	34, // 74: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
+	37, // 75: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
+	39, // 76: probe.v1.ProbeService.ListReplicas:output_type -> probe.v1.ListReplicasResponse
+	68, // [68:77] is the sub-list for method output_type
+	59, // [59:68] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_probe_v1_probe_proto_init() }
@@ -3074,7 +3275,7 @@ func file_probe_v1_probe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_probe_v1_probe_proto_rawDesc), len(file_probe_v1_probe_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

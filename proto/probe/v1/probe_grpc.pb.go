@@ -27,6 +27,7 @@ const (
 	ProbeService_TriggerProbe_FullMethodName = "/probe.v1.ProbeService/TriggerProbe"
 	ProbeService_ResetTarget_FullMethodName  = "/probe.v1.ProbeService/ResetTarget"
 	ProbeService_Watch_FullMethodName        = "/probe.v1.ProbeService/Watch"
+	ProbeService_ListReplicas_FullMethodName = "/probe.v1.ProbeService/ListReplicas"
 )
 
 // ProbeServiceClient is the client API for ProbeService service.
@@ -67,6 +68,10 @@ type ProbeServiceClient interface {
 	// OutOfRange; a client too slow to keep up is ended with
 	// ResourceExhausted naming the last revision it was sent.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// ListReplicas returns the replicas of a cluster (probed --store=etcd):
+	// each one's id, address and the shards it probes. A single probed is
+	// one replica owning every target.
+	ListReplicas(ctx context.Context, in *ListReplicasRequest, opts ...grpc.CallOption) (*ListReplicasResponse, error)
 }
 
 type probeServiceClient struct {
@@ -166,6 +171,16 @@ func (c *probeServiceClient) Watch(ctx context.Context, in *WatchRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProbeService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *probeServiceClient) ListReplicas(ctx context.Context, in *ListReplicasRequest, opts ...grpc.CallOption) (*ListReplicasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReplicasResponse)
+	err := c.cc.Invoke(ctx, ProbeService_ListReplicas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProbeServiceServer is the server API for ProbeService service.
 // All implementations must embed UnimplementedProbeServiceServer
 // for forward compatibility.
@@ -204,6 +219,10 @@ type ProbeServiceServer interface {
 	// OutOfRange; a client too slow to keep up is ended with
 	// ResourceExhausted naming the last revision it was sent.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// ListReplicas returns the replicas of a cluster (probed --store=etcd):
+	// each one's id, address and the shards it probes. A single probed is
+	// one replica owning every target.
+	ListReplicas(context.Context, *ListReplicasRequest) (*ListReplicasResponse, error)
 	mustEmbedUnimplementedProbeServiceServer()
 }
 
@@ -237,6 +256,9 @@ func (UnimplementedProbeServiceServer) ResetTarget(context.Context, *ResetTarget
 }
 func (UnimplementedProbeServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedProbeServiceServer) ListReplicas(context.Context, *ListReplicasRequest) (*ListReplicasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplicas not implemented")
 }
 func (UnimplementedProbeServiceServer) mustEmbedUnimplementedProbeServiceServer() {}
 func (UnimplementedProbeServiceServer) testEmbeddedByValue()                      {}
@@ -396,6 +418,24 @@ func _ProbeService_Watch_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProbeService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
+func _ProbeService_ListReplicas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReplicasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProbeServiceServer).ListReplicas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProbeService_ListReplicas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProbeServiceServer).ListReplicas(ctx, req.(*ListReplicasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProbeService_ServiceDesc is the grpc.ServiceDesc for ProbeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -430,6 +470,10 @@ var ProbeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetTarget",
 			Handler:    _ProbeService_ResetTarget_Handler,
+		},
+		{
+			MethodName: "ListReplicas",
+			Handler:    _ProbeService_ListReplicas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

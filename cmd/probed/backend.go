@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server"
+	"github.com/probed/probed/store/bolt"
+	probedtel "github.com/probed/probed/telemetry"
+)
+
+// backend is where probed keeps its state: one bbolt file (a single
+// process, the default), or an etcd cluster shared by replicas
+// (--store=etcd, cluster.go).
+type backend struct {
+	store engine.Store
+	// owns, forward and replicas are set in cluster mode only.
+	owns     func(name string) bool
+	forward  server.Forwarder
+	replicas server.Replicas
+	replica  string // this replica's id ("" on a single node)
+	// join runs cluster membership (claims, releases, the lease) until
+	// ctx is done, then leaves gracefully; nil on a single node.
+	join func(ctx context.Context, eng *engine.Engine) error
+	// stats are the cluster's figures for metrics; nil on a single node.
+	stats func() probedtel.ClusterStats
+	close func()
+	// where names the store in the "serving" log line.
+	where []any
+}
+
+// openBackend opens the store cfg names.
+func openBackend(ctx context.Context, cfg *config, sec *security, tel *telemetry, log *slog.Logger) (*backend, error) {
+	if cfg.cluster.store == storeEtcd {
+		return openCluster(ctx, cfg, sec, tel, log)
+	}
+	store, err := bolt.Open(cfg.dataDir, bolt.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	return &backend{
+		store: store,
+		close: func() {
+			if err := store.Close(); err != nil {
+				log.Error("closing the store", "err", err)
+			}
+		},
+		where: []any{"data_dir", cfg.dataDir},
+	}, nil
+}
