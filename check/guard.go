@@ -3,33 +3,28 @@ package check
 import (
 	"context"
 	"net"
-	"sync"
 )
 
 // connGuard bounds the connection phases of one check — the dial, the TLS
 // handshake, an HTTP/2 preface — by the check's context, and closes what
-// they opened when the check ends first.
+// they opened when the check ends.
 //
 // gRPC dials in the background, detached from the call that needs the
 // connection (under its own 20 s deadline): a target that accepts the TCP
 // connection and never finishes the handshake would otherwise hold a
 // socket and goroutines per probe. A guard cancels its check's dials when
-// the check ends, and closes every connection they opened that was not
-// released first (established and handed over to its client, which may
-// keep it alive). The HTTP checker needs none: it dials on the checking
-// goroutine, under the check's context.
+// the check ends, and closes every connection they opened (a gRPC probe
+// opens its channel for one check). The HTTP checker needs none: it dials
+// on the checking goroutine, under the check's context.
 type connGuard struct {
 	ctx context.Context // ends the guarded phases: the check's, or one that ends when it returns
-
-	mu    sync.Mutex
-	stops []func() bool // guarded by mu: AfterFuncs closing the connections
 }
 
 func newConnGuard(ctx context.Context) *connGuard { return &connGuard{ctx: ctx} }
 
 // dial connects with d, cancelled when the check ends, and closes the
-// connection when the check ends before it is released. ctx carries the
-// dial's own deadline and values (it may outlive the check).
+// connection when the check ends. ctx carries the dial's own deadline and
+// values (it may outlive the check).
 func (g *connGuard) dial(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -39,23 +34,7 @@ func (g *connGuard) dial(ctx context.Context, d *net.Dialer, network, addr strin
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	// On a check that has ended already, this closes conn at once.
-	g.stops = append(g.stops, context.AfterFunc(g.ctx, func() { _ = conn.Close() }))
+	context.AfterFunc(g.ctx, func() { _ = conn.Close() })
 	return conn, nil
-}
-
-// release hands the connections dialed so far over to their client: they
-// stay open after the check. Call it only when they are established (the
-// client took the connection for a request, or reports it ready): a
-// connection still in its handshake must stay guarded. Later dials are
-// guarded again.
-func (g *connGuard) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, stop := range g.stops {
-		stop()
-	}
-	g.stops = nil
 }

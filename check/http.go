@@ -228,7 +228,7 @@ func (c *httpChecker) redirect(resp *http.Response, u *url.URL, n int, first *ho
 	}
 	next, err := u.Parse(loc)
 	if err != nil {
-		return nil, urlError(u, fmt.Errorf("failed to parse Location header %q: %v", loc, err))
+		return nil, urlError(u, fmt.Errorf("failed to parse Location header %q: %w", loc, err))
 	}
 	h := &hop{url: next, header: first.header.Clone()}
 	if c.host != "" && c.host != c.target.Host {
@@ -332,16 +332,16 @@ func (c *httpChecker) Check(ctx context.Context) probe.Outcome {
 
 func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, string) {
 	first := &hop{url: c.target, header: c.header, host: c.host}
-	req, err := c.request, c.requestErr
+	req, reqErr := c.request, c.requestErr
 	if c.inject != nil {
 		first.header = c.header.Clone()
 		c.inject(ctx, first.header)
-		req, err = c.writeRequest(nil, first.url, first.header, first.host)
+		req, reqErr = c.writeRequest(nil, first.url, first.header, first.host)
 	}
 	h, key := first, c.key
 	for n := 1; ; n++ {
-		if err != nil {
-			return probe.Failure, redactError(urlError(h.url, err))
+		if reqErr != nil {
+			return probe.Failure, redactError(urlError(h.url, reqErr))
 		}
 		ex, err := c.transport.roundTrip(ctx, h.url, key, req, ph)
 		if err != nil {
@@ -360,7 +360,7 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 			return probe.Failure, redactError(err)
 		}
 		h, key = next, connKey(next.url)
-		req, err = c.writeRequest(nil, h.url, h.header, h.host)
+		req, reqErr = c.writeRequest(nil, h.url, h.header, h.host)
 	}
 }
 

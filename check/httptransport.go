@@ -329,7 +329,7 @@ func (t *httpTransport) exchange(ctx context.Context, pc *httpConn, req []byte, 
 	}
 	ph.FirstByte += time.Since(wrote)
 	for {
-		resp, err := http.ReadResponse(br, getRequest)
+		resp, err := http.ReadResponse(br, getRequest) //nolint:bodyclose // the exchange owns the body: exchange.done ends it
 		if err != nil {
 			if pc.limit <= 0 {
 				return nil, true, t.headerTooLarge()
