@@ -27,9 +27,17 @@ cd "$(dirname "$0")/../.."
 pids=()
 cleanup() {
 	trap - INT TERM EXIT
-	for pid in "${pids[@]}"; do
+	# The replicas first (they leave the cluster through etcd), then etcd.
+	local replicas=("${pids[@]:1}")
+	for pid in "${replicas[@]}"; do
 		kill -TERM -- "-$pid" 2>/dev/null || true
 	done
+	for pid in "${replicas[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if ((${#pids[@]} > 0)); then
+		kill -TERM -- "-${pids[0]}" 2>/dev/null || true
+	fi
 	wait 2>/dev/null || true
 	echo "cluster stopped (data kept in $DATA_DIR)"
 }
@@ -63,6 +71,9 @@ echo
 echo "try:  $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 1)) apply -f examples/targets/"
 echo "      $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 2)) list -o wide"
 echo "      $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 3)) replicas"
+echo "      kill -9 ${pids[2]}   # replica r2 dies: within 2 × $LEASE_TTL r1 and r3 probe its targets"
 echo "Ctrl-C stops the cluster."
-wait -n "${pids[@]}" || true
-echo "a process of the cluster exited; see the logs in $DATA_DIR" >&2
+# A replica that dies is what a cluster is for: the script goes on. Only
+# etcd's exit ends it.
+wait "${pids[0]}" || true
+echo "etcd exited; see $DATA_DIR/etcd.log" >&2
