@@ -32,34 +32,7 @@ func cpuTime(tb testing.TB) time.Duration {
 //	go test -run '^$' -bench Check -benchtime 2000x ./check
 func BenchmarkCheck(b *testing.B) {
 	r := startRemote(b)
-	hostPortOf := func(addr string) (string, int32) { return hostPort(&testing.T{}, addr) }
-	tests := []struct {
-		name    string
-		opts    check.Options
-		handler func() probe.Handler
-	}{
-		{name: "HTTP kept alive", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p}}
-		}},
-		{name: "HTTP new connection", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, DisableKeepAlive: true}}
-		}},
-		{name: "HTTPS kept alive", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTPS)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, Scheme: probe.SchemeHTTPS, TLS: &probe.TLS{InsecureSkipVerify: true}}}
-		}},
-		{name: "TCP", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{TCPSocket: &probe.TCPSocket{Host: h, Port: p}}
-		}},
-		{name: "gRPC channel per check", handler: func() probe.Handler {
-			h, p := hostPortOf(r.GRPC)
-			return probe.Handler{GRPC: &probe.GRPC{Host: h, Port: p}}
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range r.kinds(b) {
 		b.Run(tt.name, func(b *testing.B) {
 			c, err := check.New(tt.opts).Open("target", probe.Readiness, tt.handler())
 			if err != nil {

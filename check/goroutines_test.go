@@ -21,37 +21,7 @@ import (
 func TestIdleCheckersHoldNoGoroutines(t *testing.T) {
 	r := startRemote(t)
 	const checkers = 100
-	hostPortOf := func(addr string) (string, int32) { return hostPort(t, addr) }
-	tests := []struct {
-		name    string
-		opts    check.Options
-		handler func() probe.Handler
-	}{
-		{name: "HTTP kept alive", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p}}
-		}},
-		{name: "HTTP, a connection per check", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, DisableKeepAlive: true}}
-		}},
-		{name: "HTTPS kept alive", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTPS)
-			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: h, Port: p, Scheme: probe.SchemeHTTPS, TLS: &probe.TLS{InsecureSkipVerify: true}}}
-		}},
-		{name: "TCP", handler: func() probe.Handler {
-			h, p := hostPortOf(r.HTTP)
-			return probe.Handler{TCPSocket: &probe.TCPSocket{Host: h, Port: p}}
-		}},
-		{name: "gRPC", handler: func() probe.Handler {
-			h, p := hostPortOf(r.GRPC)
-			return probe.Handler{GRPC: &probe.GRPC{Host: h, Port: p}}
-		}},
-		{name: "exec", opts: check.Options{AllowExec: true}, handler: func() probe.Handler {
-			return probe.Handler{Exec: &probe.Exec{Command: []string{"true"}}}
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range r.kinds(t) {
 		t.Run(tt.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()
 			set := check.New(tt.opts)

@@ -16,6 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine/probe"
 )
 
 // remoteEnv makes the test binary serve remoteTargets instead of running
@@ -97,4 +100,39 @@ func serveRemote() int {
 	tlsSrv.Close()
 	_ = srv.Close()
 	return 0
+}
+
+// checkerKind is one kind of checker in one of its modes.
+type checkerKind struct {
+	name    string
+	opts    check.Options
+	handler func() probe.Handler // a fresh spec for each Open
+}
+
+// kinds are the checkers of every kind, in their default modes and with a
+// connection per check, aimed at r's targets.
+func (r remoteTargets) kinds(tb testing.TB) []checkerKind {
+	httpHost, httpPort := hostPort(tb, r.HTTP)
+	tlsHost, tlsPort := hostPort(tb, r.HTTPS)
+	grpcHost, grpcPort := hostPort(tb, r.GRPC)
+	return []checkerKind{
+		{name: "HTTP kept alive", handler: func() probe.Handler {
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: httpHost, Port: httpPort}}
+		}},
+		{name: "HTTP, a connection per check", handler: func() probe.Handler {
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: httpHost, Port: httpPort, DisableKeepAlive: true}}
+		}},
+		{name: "HTTPS kept alive", handler: func() probe.Handler {
+			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: tlsHost, Port: tlsPort, Scheme: probe.SchemeHTTPS, TLS: &probe.TLS{InsecureSkipVerify: true}}}
+		}},
+		{name: "TCP", handler: func() probe.Handler {
+			return probe.Handler{TCPSocket: &probe.TCPSocket{Host: httpHost, Port: httpPort}}
+		}},
+		{name: "gRPC, a channel per check", handler: func() probe.Handler {
+			return probe.Handler{GRPC: &probe.GRPC{Host: grpcHost, Port: grpcPort}}
+		}},
+		{name: "exec", opts: check.Options{AllowExec: true}, handler: func() probe.Handler {
+			return probe.Handler{Exec: &probe.Exec{Command: []string{"true"}}}
+		}},
+	}
 }

@@ -148,7 +148,7 @@ func wantOutcome(t *testing.T, out probe.Outcome, want probe.Result, msg string,
 }
 
 // hostPort splits the address of an httptest server (or any "host:port").
-func hostPort(t *testing.T, addr string) (string, int32) {
+func hostPort(t testing.TB, addr string) (string, int32) {
 	t.Helper()
 	if u, err := url.Parse(addr); err == nil && u.Host != "" {
 		addr = u.Host

@@ -138,7 +138,7 @@ func (o *Options) setDefaults() error {
 	if !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
 	}
-	if err := checkReplicaID(o.ReplicaID); err != "" {
+	if err := CheckReplicaID(o.ReplicaID); err != "" {
 		bad("ReplicaID", "%s", err)
 	}
 	if o.AdvertiseAddr == "" {
@@ -179,8 +179,10 @@ func (o *Options) setDefaults() error {
 	return errors.Join(errs...)
 }
 
-// checkReplicaID returns what is wrong with id, or "".
-func checkReplicaID(id string) string {
+// CheckReplicaID returns what is wrong with a replica ID, or "": it names
+// keys in etcd (the member key, P/writers/<id>), so it is 1 to 128 bytes
+// without '/' or control characters.
+func CheckReplicaID(id string) string {
 	switch {
 	case id == "":
 		return "required"

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/cluster"
 )
 
 // Defaults of Options.
@@ -64,8 +66,8 @@ func (o *Options) setDefaults() error {
 	if !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
 	}
-	if why := checkReplicaID(o.ReplicaID); why != "" {
-		bad("ReplicaID", "%s", why)
+	if why := cluster.CheckReplicaID(o.ReplicaID); why != "" {
+		bad("ReplicaID", "%s (it names this replica's key P/writers/<id>)", why)
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
@@ -77,20 +79,4 @@ func (o *Options) setDefaults() error {
 		o.Clock = clockwork.NewRealClock()
 	}
 	return errors.Join(errs...)
-}
-
-// checkReplicaID returns what is wrong with id, or "".
-func checkReplicaID(id string) string {
-	switch {
-	case id == "":
-		return "required (it names this replica's key P/writers/<id>)"
-	case len(id) > 128:
-		return fmt.Sprintf("%d bytes, more than 128", len(id))
-	}
-	for _, r := range id {
-		if r == '/' || r < 0x20 || r == 0x7f {
-			return fmt.Sprintf("%q has a %q", id, r)
-		}
-	}
-	return ""
 }
