@@ -207,3 +207,48 @@ func TestFencedWriteStopsTheOldOwner(t *testing.T) {
 	}
 	b.noEvent(engine.KindTransition)
 }
+
+// TestHandoverMidDrain: a target deleted on its owner drains there
+// (TERMINATING, then its preStop sleep); when the owner loses it mid-drain,
+// the next owner finishes the drain on the original schedule — the
+// deletion time comes from the store — and both replicas see it removed.
+func TestHandoverMidDrain(t *testing.T) {
+	a, b, o := replicas(t)
+	a.create(&target.Spec{Name: "a-web", Lifecycle: sleepFor(10)})
+	ctx := context.Background()
+	if _, err := a.eng.Delete(ctx, "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	// The replicas' clocks run together.
+	a.advance(3*time.Second, time.Second)
+	b.advance(3*time.Second, time.Second)
+	if err := b.eng.Sync(ctx, a.eng.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if tg := b.get("a-web"); tg.Status.Phase != engine.Terminating {
+		t.Fatalf("b sees phase %v mid-drain, want terminating", tg.Status.Phase)
+	}
+
+	if err := a.eng.Disown(ctx, "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	o.move("a-web", "b")
+	if err := b.eng.Sync(ctx, a.eng.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.Own(ctx, "a-web"); err != nil {
+		t.Fatal(err)
+	}
+	a.advance(10*time.Second, time.Second) // the old owner no longer drains it
+	a.noEvent(engine.KindDeleted)
+	b.advance(6999*time.Millisecond, time.Second/2)
+	b.noEvent(engine.KindDeleted)
+	b.advance(time.Millisecond, time.Millisecond)
+	if ev := b.next(engine.KindDeleted); ev.Time.Sub(t0) != 10*time.Second {
+		t.Errorf("deleted at %v, want 10s after the delete", ev.Time.Sub(t0))
+	}
+	a.next(engine.KindDeleted)
+	if _, err := a.eng.Get(ctx, "a-web"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("a: Get after the drain = %v, want ErrNotFound", err)
+	}
+}
