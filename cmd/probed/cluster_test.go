@@ -24,6 +24,7 @@ import (
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/store/codec"
 	storeetcd "github.com/probed/probed/store/etcd"
+	probedtel "github.com/probed/probed/telemetry"
 )
 
 // The cluster tests run real probed replicas (--store=etcd, this
@@ -235,8 +236,9 @@ func TestClusterStopReplica(t *testing.T) {
 		t.Errorf("%s wrote nothing before SIGSTOP: the fence was not exercised", victim.id)
 	}
 	run.checkOwnerHistory(t, upTo)
-	t.Logf("%s: member key deleted %v after SIGSTOP (etcd revision %d); SIGCONT at revision %d; owns shards again %v after SIGCONT (rejoined at revision %d); its writes: %d before expiry, %d between expiry and rejoin, %d after; took %v",
-		victim.id, expiredAfter.Round(time.Millisecond), expired, contRev, rejoined.Round(time.Millisecond), rejoinedRev, before, stale, after, time.Since(began).Round(time.Millisecond))
+	t.Logf("%s: member key deleted %v after SIGSTOP (etcd revision %d); SIGCONT at revision %d; owns shards again %v after SIGCONT (rejoined at revision %d); its writes: %d before expiry, %d between expiry and rejoin, %d after; changes the store refused it (%s): %v; took %v",
+		victim.id, expiredAfter.Round(time.Millisecond), expired, contRev, rejoined.Round(time.Millisecond), rejoinedRev, before, stale, after,
+		probedtel.MetricStoreRefused, victim.metric(t, probedtel.MetricStoreRefused), time.Since(began).Round(time.Millisecond))
 }
 
 // TestClusterJoin: a fourth replica joins three: about a quarter of the
@@ -388,8 +390,35 @@ type clusterRun struct {
 
 // clusterReplica is one probed process of the cluster.
 type clusterReplica struct {
-	id string
+	id      string
+	metrics string // --metrics-addr
 	*crashProcess
+}
+
+// metric reads a counter or gauge without labels from the replica's
+// Prometheus endpoint.
+func (r *clusterReplica) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("%s's metrics: %v", r.id, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s's metrics: %v", r.id, err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s's metric %q: %v", r.id, line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s's metrics have no %s", r.id, name)
+	return 0
 }
 
 // clusterLog is the replica's log lines about the cluster (joins,
@@ -435,14 +464,15 @@ func (run *clusterRun) start(t *testing.T, n int) []*clusterReplica {
 	var started []*clusterReplica
 	for range n {
 		id := "r" + strconv.Itoa(len(run.replicas)+1)
+		metrics := refused.Reserve(t).Addr()
 		args := []string{"--addr", refused.Reserve(t).Addr(), "--store=etcd",
 			"--etcd-endpoints", strings.Join(run.etcd.Endpoints(), ","), "--etcd-prefix", clusterPrefix,
 			"--lease-ttl", run.ttl.String(), "--settle", clusterSettle.String(), "--replica-id", id,
-			"--metrics-addr=", "--registrations-per-second=0"}
+			"--metrics-addr", metrics, "--registrations-per-second=0"}
 		if _, err := parseFlags(args, io.Discard); err != nil {
 			t.Fatalf("replica flags %v: %v", args, err)
 		}
-		r := &clusterReplica{id: id, crashProcess: &crashProcess{t: t, bin: run.bin, args: args}}
+		r := &clusterReplica{id: id, metrics: metrics, crashProcess: &crashProcess{t: t, bin: run.bin, args: args}}
 		r.startAsync()
 		t.Cleanup(func() {
 			_ = r.kill()
