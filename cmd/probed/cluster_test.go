@@ -540,54 +540,13 @@ func (run *clusterRun) replicaAt(t *testing.T, addr string) *clusterReplica {
 // clusterPeriod, spread over the replicas.
 func (run *clusterRun) create(t *testing.T, targets int) {
 	t.Helper()
-	ctx := t.Context()
-	var wg sync.WaitGroup
-	errs := make(chan error, targets)
-	for w := range 8 {
-		wg.Go(func() {
-			for i := w; i < targets; i += 8 {
-				group := "stable"
-				switch {
-				case i < crashFlipping:
-					group = "flip"
-				case i < crashFlipping+crashDown:
-					group = "down"
-				}
-				if _, err := run.client.Create(ctx, run.backends.targetEvery(crashName(i), group, i, clusterPeriod)); err != nil {
-					errs <- fmt.Errorf("Create(%s): %w", crashName(i), err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	crashCreate(t, t.Context(), run.client, run.backends, targets, clusterPeriod)
 }
 
 // waitStableReady waits until every stable target is ready.
 func (run *clusterRun) waitStableReady(t *testing.T, targets int) {
 	t.Helper()
-	want := targets - crashFlipping - crashDown
-	ready := 0
-	for began := time.Now(); time.Since(began) < 60*time.Second; time.Sleep(100 * time.Millisecond) {
-		all, err := run.client.ListAll(t.Context(), map[string]string{"group": "stable"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ready = 0
-		for _, tg := range all {
-			if tg.GetStatus().GetReady() {
-				ready++
-			}
-		}
-		if ready == want {
-			return
-		}
-	}
-	t.Fatalf("%d of %d stable targets ready after 60s", ready, want)
+	crashWaitReady(t, t.Context(), run.client, targets-crashFlipping-crashDown, 60*time.Second)
 }
 
 // owners reads the owner of every owned shard from etcd.

@@ -610,12 +610,20 @@ func crashStableUp(name string) bool {
 // crashCreateBase registers the 1,000 base targets, eight at a time.
 func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *crashBackends) {
 	t.Helper()
+	crashCreate(t, ctx, c, b, crashTargets, 100*time.Millisecond)
+}
+
+// crashCreate registers base targets t-0000 up to n (the first
+// crashFlipping flipping, the next crashDown down, the rest stable)
+// probing their backends every period, eight at a time.
+func crashCreate(t *testing.T, ctx context.Context, c *client.Client, b *crashBackends, n int, period time.Duration) {
+	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < crashTargets; i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				group := "stable"
 				switch {
 				case i < crashFlipping:
@@ -623,7 +631,7 @@ func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *cra
 				case i < crashFlipping+crashDown:
 					group = "down"
 				}
-				if _, err := c.Create(ctx, b.target(crashName(i), group, i)); err != nil {
+				if _, err := c.Create(ctx, b.targetEvery(crashName(i), group, i, period)); err != nil {
 					errs <- fmt.Errorf("Create(%s): %w", crashName(i), err)
 					return
 				}
@@ -640,9 +648,14 @@ func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *cra
 // crashWaitStableReady waits until every stable base target is ready.
 func crashWaitStableReady(t *testing.T, ctx context.Context, c *client.Client) {
 	t.Helper()
-	want := crashTargets - crashFlipping - crashDown
+	crashWaitReady(t, ctx, c, crashTargets-crashFlipping-crashDown, 30*time.Second)
+}
+
+// crashWaitReady waits up to limit until want stable targets are ready.
+func crashWaitReady(t *testing.T, ctx context.Context, c *client.Client, want int, limit time.Duration) {
+	t.Helper()
 	ready := 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		all, err := c.ListAll(ctx, map[string]string{"group": "stable"})
 		if err != nil {
 			t.Fatal(err)
@@ -657,7 +670,7 @@ func crashWaitStableReady(t *testing.T, ctx context.Context, c *client.Client) {
 			return
 		}
 	}
-	t.Fatalf("%d of %d stable targets ready after 30s", ready, want)
+	t.Fatalf("%d of %d stable targets ready after %v", ready, want, limit)
 }
 
 // crashEvent is what identifies an event, comparable across the live stream,
