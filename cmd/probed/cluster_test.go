@@ -176,7 +176,7 @@ func TestClusterStopReplica(t *testing.T) {
 	}
 	expiredAfter := time.Since(stoppedAt)
 	// Survivors take its shards while it sleeps; then it wakes.
-	for slices.Contains(mapsValues(run.owners(t)), victim.id) || len(run.owners(t)) < clusterShards {
+	for countOwned(run.owners(t), victim.id) > 0 || len(run.owners(t)) < clusterShards {
 		if time.Since(stoppedAt) > 6*clusterTTL {
 			victim.signal(t, syscall.SIGCONT)
 			t.Fatalf("the survivors did not take the stopped replica's shards within %v", 6*clusterTTL)
@@ -189,7 +189,7 @@ func TestClusterStopReplica(t *testing.T) {
 	contAt := time.Now()
 
 	// It rejoins and owns shards again.
-	for !slices.Contains(mapsValues(run.owners(t)), victim.id) {
+	for countOwned(run.owners(t), victim.id) == 0 {
 		if time.Since(contAt) > clusterSettle+5*clusterTTL+10*time.Second {
 			t.Fatalf("%s owns no shard %v after SIGCONT\n%s", victim.id, time.Since(contAt), victim.stderr.String())
 		}
@@ -577,14 +577,6 @@ func countOwned(owners map[int]string, id string) int {
 	return n
 }
 
-func mapsValues(m map[int]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
-}
-
 // memberRevisions is each member key's create revision.
 func (run *clusterRun) memberRevisions(t *testing.T) map[string]int64 {
 	t.Helper()
@@ -709,16 +701,16 @@ func (run *clusterRun) checkWatchers(t *testing.T, watchers ...*clusterWatcher) 
 		for _, p := range problems {
 			t.Errorf("watcher %s: %s", w.name, p)
 		}
-		if i := firstDifference(got, want); i >= 0 {
+		if i := clusterFirstDifference(got, want); i >= 0 {
 			t.Errorf("watcher %s delivered %d events up to etcd revision %d, etcd holds %d; first difference at #%d: got %v, etcd %v",
-				w.name, len(got), upTo, len(want), i, at(got, i), at(want, i))
+				w.name, len(got), upTo, len(want), i, clusterEventAt(got, i), clusterEventAt(want, i))
 		}
 	}
 	t.Logf("%d watchers delivered exactly the %d events etcd holds up to etcd revision %d", len(watchers), len(want), upTo)
 	return upTo
 }
 
-func firstDifference(a, b []crashEvent) int {
+func clusterFirstDifference(a, b []crashEvent) int {
 	for i := range max(len(a), len(b)) {
 		if i >= len(a) || i >= len(b) || a[i] != b[i] {
 			return i
@@ -727,7 +719,7 @@ func firstDifference(a, b []crashEvent) int {
 	return -1
 }
 
-func at(evs []crashEvent, i int) any {
+func clusterEventAt(evs []crashEvent, i int) any {
 	if i < len(evs) {
 		return evs[i]
 	}
