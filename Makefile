@@ -13,7 +13,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo cluster test fuzz check clean
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,8 +51,13 @@ demo: ## Knative-style demo: probed and its status page, a flapping fake pod, th
 cluster: ## Three probed replicas over a local etcd (built from the Go module proxy) on one machine (Ctrl-C stops all).
 	GO=$(GO) BIN=$(BIN) ./examples/cluster/cluster.sh
 
-test: ## Run every test with the race detector.
+test: ## Run every test with the race detector (of the cluster process tests, the SIGKILL one).
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Without the race detector: the test process hosts etcd, which it slows
+# several times (the replicas under test are built without it anyway).
+test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost (~1.5 min).
+	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestCluster(StopReplica|Join|EtcdLeaderLost)$$' ./cmd/probed
 
 FUZZTIME ?= 7s
 fuzz: ## Run each fuzz target for $(FUZZTIME) (seed corpora under */testdata/fuzz run in `test` too).
@@ -65,7 +70,7 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) (seed corpora under */testdata/fuz
 	$(GO) test -run '^$$' -fuzz '^FuzzBoundMessage$$' -fuzztime $(FUZZTIME) ./engine/probe
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./store/codec
 
-check: checkgenerate lint breaking build test fuzz ## Everything CI runs.
+check: checkgenerate lint breaking build test test-cluster fuzz ## Everything CI runs.
 
 clean: ## Remove build output and the local data dir.
 	rm -rf $(BIN) $(DATA_DIR) ./cluster-data

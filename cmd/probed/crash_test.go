@@ -28,7 +28,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/engine"
@@ -291,16 +290,35 @@ func (p *crashProcess) start() (time.Duration, error) {
 	p.t.Helper()
 	began := time.Now()
 	p.startAsync()
+	if err := p.wait(); err != nil {
+		return 0, err
+	}
+	return time.Since(began), nil
+}
+
+// wait waits until the child started by startAsync serves.
+func (p *crashProcess) wait() error {
+	p.t.Helper()
 	select {
 	case <-p.serving:
-		return time.Since(began), nil
+		return nil
 	case err := <-p.exited:
 		p.cmd = nil // waited for: kill has nothing to do
-		p.cmd = nil
-		return 0, fmt.Errorf("probed exited before serving: %w\n%s", err, p.stderr.String())
+		return fmt.Errorf("probed exited before serving: %w\n%s", err, p.stderr.String())
 	case <-time.After(60 * time.Second):
 		p.kill()
-		return 0, fmt.Errorf("probed did not serve within 60s\n%s", p.stderr.String())
+		return fmt.Errorf("probed did not serve within 60s\n%s", p.stderr.String())
+	}
+}
+
+// running reports whether the child runs (started, not exited).
+func (p *crashProcess) running() bool { return p.cmd != nil && len(p.exited) == 0 }
+
+// signal sends sig to the child.
+func (p *crashProcess) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%v: %v", sig, err)
 	}
 }
 
@@ -370,8 +388,17 @@ func (b *crashBuffer) String() string {
 // second.
 type crashBackends struct {
 	status [crashTargets]atomic.Int32
-	lis    []net.Listener
-	wg     sync.WaitGroup
+	// hits counts the requests for each target, last is the time of the
+	// latest (UnixNano), and gap the longest time between two requests
+	// (or since the latest) since resetGaps: the cluster tests' view of
+	// which targets were probed when.
+	hits [crashTargets]atomic.Int64
+	last [crashTargets]atomic.Int64
+	gap  [crashTargets]atomic.Int64
+	// flips counts the flips of each flipping target.
+	flips [crashFlipping]atomic.Int64
+	lis   []net.Listener
+	wg    sync.WaitGroup
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -450,6 +477,7 @@ func (b *crashBackends) serve(c net.Conn) {
 		if f := strings.Fields(string(line)); len(f) == 3 {
 			if i, err := strconv.Atoi(strings.TrimPrefix(f[1], "/t/")); err == nil && i >= 0 && i < crashTargets {
 				code = b.status[i].Load()
+				b.hit(i)
 			}
 		}
 		for {
@@ -467,10 +495,53 @@ func (b *crashBackends) serve(c net.Conn) {
 	}
 }
 
+// hit records a request for target i.
+func (b *crashBackends) hit(i int) {
+	now := time.Now().UnixNano()
+	b.hits[i].Add(1)
+	if prev := b.last[i].Swap(now); prev != 0 {
+		crashRaise(&b.gap[i], now-prev)
+	}
+}
+
+// crashRaise raises v to at least x.
+func crashRaise(v *atomic.Int64, x int64) {
+	for cur := v.Load(); x > cur && !v.CompareAndSwap(cur, x); cur = v.Load() {
+	}
+}
+
+// resetGaps starts measuring the longest gap between requests afresh.
+func (b *crashBackends) resetGaps() {
+	for i := range b.gap {
+		b.gap[i].Store(0)
+	}
+}
+
+// longestGap is the longest time target i went without a request since
+// resetGaps, counting the time since its latest request.
+func (b *crashBackends) longestGap(i int) time.Duration {
+	gap := b.gap[i].Load()
+	if last := b.last[i].Load(); last != 0 {
+		gap = max(gap, time.Now().UnixNano()-last)
+	}
+	return time.Duration(gap)
+}
+
+// probedSince reports whether target i had a request after at.
+func (b *crashBackends) probedSince(i int, at time.Time) bool {
+	return b.last[i].Load() > at.UnixNano()
+}
+
 // flip toggles every flipping backend after a random 100-300ms, again and
 // again, until ctx is done.
 func (b *crashBackends) flip(ctx context.Context) {
-	next := func(now time.Time) time.Time { return now.Add(time.Duration(100+rand.IntN(200)) * time.Millisecond) }
+	b.flipEvery(ctx, 100*time.Millisecond, 300*time.Millisecond)
+}
+
+// flipEvery toggles every flipping backend after a random time in
+// [lo, hi), again and again, until ctx is done.
+func (b *crashBackends) flipEvery(ctx context.Context, lo, hi time.Duration) {
+	next := func(now time.Time) time.Time { return now.Add(lo + rand.N(hi-lo)) }
 	due := make([]time.Time, crashFlipping)
 	for i := range due {
 		due[i] = next(time.Now())
@@ -485,6 +556,7 @@ func (b *crashBackends) flip(ctx context.Context) {
 			for i := range due {
 				if now.After(due[i]) {
 					b.status[i].Store(http.StatusOK + http.StatusServiceUnavailable - b.status[i].Load())
+					b.flips[i].Add(1)
 					due[i] = next(now)
 				}
 			}
@@ -494,12 +566,18 @@ func (b *crashBackends) flip(ctx context.Context) {
 
 // target returns the spec of a target probing backend i every 100ms.
 func (b *crashBackends) target(name, group string, i int) *probev1.Target {
+	return b.targetEvery(name, group, i, 100*time.Millisecond)
+}
+
+// targetEvery returns the spec of a target probing backend i every period.
+func (b *crashBackends) targetEvery(name, group string, i int, period time.Duration) *probev1.Target {
 	host, port, _ := net.SplitHostPort(b.lis[i%len(b.lis)].Addr().String())
 	p, _ := strconv.Atoi(port)
+	secs, millis := client.ProbeDuration(period)
 	rp := &probev1.Probe{
 		Handler:            &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{Host: host, Port: int32(p), Path: "/t/" + strconv.Itoa(i)}},
-		PeriodSeconds:      1,
-		PeriodMilliseconds: proto.Int32(-900),
+		PeriodSeconds:      secs,
+		PeriodMilliseconds: millis,
 	}
 	if group == "flip" {
 		rp.FailureThreshold = 1 // every flip the probe sees is a transition
@@ -532,12 +610,20 @@ func crashStableUp(name string) bool {
 // crashCreateBase registers the 1,000 base targets, eight at a time.
 func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *crashBackends) {
 	t.Helper()
+	crashCreate(t, ctx, c, b, crashTargets, 100*time.Millisecond)
+}
+
+// crashCreate registers base targets t-0000 up to n (the first
+// crashFlipping flipping, the next crashDown down, the rest stable)
+// probing their backends every period, eight at a time.
+func crashCreate(t *testing.T, ctx context.Context, c *client.Client, b *crashBackends, n int, period time.Duration) {
+	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < crashTargets; i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				group := "stable"
 				switch {
 				case i < crashFlipping:
@@ -545,7 +631,7 @@ func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *cra
 				case i < crashFlipping+crashDown:
 					group = "down"
 				}
-				if _, err := c.Create(ctx, b.target(crashName(i), group, i)); err != nil {
+				if _, err := c.Create(ctx, b.targetEvery(crashName(i), group, i, period)); err != nil {
 					errs <- fmt.Errorf("Create(%s): %w", crashName(i), err)
 					return
 				}
@@ -562,9 +648,14 @@ func crashCreateBase(t *testing.T, ctx context.Context, c *client.Client, b *cra
 // crashWaitStableReady waits until every stable base target is ready.
 func crashWaitStableReady(t *testing.T, ctx context.Context, c *client.Client) {
 	t.Helper()
-	want := crashTargets - crashFlipping - crashDown
+	crashWaitReady(t, ctx, c, crashTargets-crashFlipping-crashDown, 30*time.Second)
+}
+
+// crashWaitReady waits up to limit until want stable targets are ready.
+func crashWaitReady(t *testing.T, ctx context.Context, c *client.Client, want int, limit time.Duration) {
+	t.Helper()
 	ready := 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		all, err := c.ListAll(ctx, map[string]string{"group": "stable"})
 		if err != nil {
 			t.Fatal(err)
@@ -579,7 +670,7 @@ func crashWaitStableReady(t *testing.T, ctx context.Context, c *client.Client) {
 			return
 		}
 	}
-	t.Fatalf("%d of %d stable targets ready after 30s", ready, want)
+	t.Fatalf("%d of %d stable targets ready after %v", ready, want, limit)
 }
 
 // crashEvent is what identifies an event, comparable across the live stream,
