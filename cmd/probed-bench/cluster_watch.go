@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -137,11 +138,13 @@ func (e *clusterEnv) watchDelay(ctx context.Context, name string) ([]watchDelayR
 		return nil, err
 	}
 
-	// Flip the targets in turn, each every watchFlipEvery.
+	// Flip the targets in turn, each every watchFlipEvery or a little more.
 	var flips []flipRecord
 	last := make([]int, n) // index+1 in flips of each target's latest flip
-	tick := time.NewTicker(e.cfg.watchFlipEvery / time.Duration(n))
-	defer tick.Stop()
+	// A random fraction of the period between flips keeps them off the
+	// targets' probe grid (a fixed interval would flip each target at the
+	// same phase of its period every time).
+	interval := e.cfg.watchFlipEvery / time.Duration(n)
 	end := time.Now().Add(e.cfg.duration)
 	ready := make([]bool, n)
 	for i := range ready {
@@ -155,10 +158,8 @@ func (e *clusterEnv) watchDelay(ctx context.Context, name string) ([]watchDelayR
 		}
 	}
 	for k := 0; time.Now().Before(end); k++ {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := sleep(ctx, interval+rand.N(period)); err != nil {
+			return nil, err
 		}
 		i := k % n
 		closeFlip(i)
