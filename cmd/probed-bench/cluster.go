@@ -20,7 +20,7 @@ var clusterScenarios = []string{"registrations", "transitions", "watch", "probes
 // clusterConfig is the workload of the cluster benchmark.
 type clusterConfig struct {
 	probedBin, etcdBin string
-	etcdEndpoint       string // an etcd to use instead of starting one
+	etcdEndpoint       string // endpoints of an etcd to use instead of starting one
 	only               []string
 
 	leaseTTLs      []time.Duration
@@ -43,7 +43,7 @@ type clusterConfig struct {
 func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
 	fs.StringVar(&c.etcdBin, "etcd-bin", "", "etcd binary to run (default: go build "+etcdPackage+" into a temporary directory)")
-	fs.StringVar(&c.etcdEndpoint, "etcd-endpoint", "", "host:port of a running etcd to use instead of starting one (its CPU is then not reported)")
+	fs.StringVar(&c.etcdEndpoint, "etcd-endpoints", "", "endpoints of a running etcd to use instead of starting one, as probed --etcd-endpoints takes them (its CPU is then not reported)")
 	fs.Func("only", "comma-separated measurements to run (default all: "+strings.Join(clusterScenarios, ",")+")", func(s string) error {
 		c.only = strings.Split(s, ",")
 		for _, o := range c.only {
