@@ -18,6 +18,9 @@ const (
 	setupThreeEtcd = "etcd, 3 replicas"
 )
 
+// metricStoreChanges counts the changes probed's store committed.
+const metricStoreChanges = "probed_store_changes_total"
+
 // clusterLabel marks the benchmark's targets.
 var clusterLabel = map[string]string{"probed-bench": "cluster"}
 
@@ -194,7 +197,10 @@ func measureTransitions(ctx context.Context, e *clusterEnv, r *clusterReport) er
 }
 
 func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period time.Duration) (transitionResult, error) {
-	b, err := startBackend(n, backendFlap)
+	// The targets answer 200 until all are registered and probed, then
+	// flap: registering while they flap would time the creates behind the
+	// transitions' writes.
+	b, err := startBackend(n, backendUp)
 	if err != nil {
 		return transitionResult{}, err
 	}
@@ -215,11 +221,17 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 	}); err != nil {
 		return transitionResult{}, err
 	}
+	if err := waitProbed(ctx, b, n, 2*period+10*time.Second); err != nil {
+		return transitionResult{}, err
+	}
+	for i := range n {
+		b.flip(i, backendFlap)
+	}
 	if err := sleep(ctx, e.cfg.warmup); err != nil {
 		return transitionResult{}, err
 	}
 	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pid()}
-	probes0, err := probesRun(ctx, s.procs)
+	st0, err := storeCounters(ctx, s.procs)
 	if err != nil {
 		return transitionResult{}, err
 	}
@@ -236,28 +248,51 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 		return transitionResult{}, err
 	}
 	ev1 := events.Load()
-	probes1, err := probesRun(ctx, s.procs)
+	st1, err := storeCounters(ctx, s.procs)
 	if err != nil {
 		return transitionResult{}, err
 	}
 	w := c1.at.Sub(c0.at).Seconds()
 	res := transitionResult{Setup: name, Targets: n, PeriodMs: ms(period), OfferedPerSecond: float64(n) / period.Seconds(),
-		Transitions: ev1 - ev0, TransitionsPerSecond: float64(ev1-ev0) / w, ProbesPerSecond: (probes1 - probes0) / w}
+		Transitions: ev1 - ev0, TransitionsPerSecond: float64(ev1-ev0) / w, ProbesPerSecond: (st1.probes - st0.probes) / w,
+		CommitsPerSecond: (st1.commits - st0.commits) / w, ChangesPerCommit: ratio(st1.changes-st0.changes, st1.commits-st0.commits)}
+	for i := range s.procs {
+		res.RSSGrowthMiB = append(res.RSSGrowthMiB, mib(st1.rss[i]-st0.rss[i]))
+	}
 	res.ProcessCores, res.EtcdCores, res.BenchCores = cores(c0, c1)
 	return res, nil
 }
 
-// probesRun returns the probes run so far by procs together.
-func probesRun(ctx context.Context, procs []*probedProc) (float64, error) {
-	var sum float64
+// storeTotals are counters of a setup's processes together, and the RSS
+// of each.
+type storeTotals struct {
+	probes, commits, changes float64
+	rss                      []int64
+}
+
+// storeCounters reads the probes run, store commits and changes so far
+// from the metrics of procs, and their RSS.
+func storeCounters(ctx context.Context, procs []*probedProc) (storeTotals, error) {
+	var t storeTotals
 	for _, p := range procs {
-		c, err := p.counters(ctx)
+		ss, err := p.scrape(ctx)
 		if err != nil {
-			return 0, err
+			return t, err
 		}
-		sum += c.probes
+		probes, _ := promSum(ss, metricProbes)
+		changes, _ := promSum(ss, metricStoreChanges)
+		t.probes += probes
+		t.changes += changes
+		if h, err := promHistogram(ss, metricCommit); err == nil {
+			t.commits += h.count
+		}
+		rss, err := procRSS(p.pid())
+		if err != nil {
+			return t, err
+		}
+		t.rss = append(t.rss, rss)
 	}
-	return sum, nil
+	return t, nil
 }
 
 // measureProbeRate compares the probes/s and CPU per probe of one

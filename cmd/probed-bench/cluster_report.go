@@ -34,16 +34,21 @@ type registrationResult struct {
 
 // transitionResult: flapping targets, every probe a transition.
 type transitionResult struct {
-	Setup                string    `json:"setup"`
-	Targets              int       `json:"targets"`
-	PeriodMs             float64   `json:"period_ms"`
-	OfferedPerSecond     float64   `json:"offered_per_second"` // targets / period: one transition per probe if every probe runs
-	Transitions          int64     `json:"transitions"`        // received by the Watch client over the window
-	TransitionsPerSecond float64   `json:"transitions_per_second"`
-	ProbesPerSecond      float64   `json:"probes_per_second"`
-	ProcessCores         []float64 `json:"process_cores"` // CPU of each probed, in cores
-	EtcdCores            float64   `json:"etcd_cores"`
-	BenchCores           float64   `json:"bench_cores"` // the benchmark: targets and the Watch client
+	Setup                string  `json:"setup"`
+	Targets              int     `json:"targets"`
+	PeriodMs             float64 `json:"period_ms"`
+	OfferedPerSecond     float64 `json:"offered_per_second"` // targets / period: one transition per probe if every probe runs
+	Transitions          int64   `json:"transitions"`        // received by the Watch client over the window
+	TransitionsPerSecond float64 `json:"transitions_per_second"`
+	ProbesPerSecond      float64 `json:"probes_per_second"`
+	CommitsPerSecond     float64 `json:"commits_per_second"` // store transactions, all processes
+	ChangesPerCommit     float64 `json:"changes_per_commit"`
+	// RSSGrowthMiB is each process's RSS at the end of the window less
+	// at its start: changes the store has not taken yet wait in memory.
+	RSSGrowthMiB []float64 `json:"rss_growth_mib"`
+	ProcessCores []float64 `json:"process_cores"` // CPU of each probed, in cores
+	EtcdCores    float64   `json:"etcd_cores"`
+	BenchCores   float64   `json:"bench_cores"` // the benchmark: targets and the Watch client
 }
 
 // watchDelayResult: the delay of transitions at Watch clients on one
@@ -118,10 +123,11 @@ func printClusterReport(w io.Writer, cfg clusterConfig, r clusterReport) error {
 	}
 	if len(r.Transitions) > 0 {
 		table("transitions (flapping targets: every probe a transition; counted at one Watch client)",
-			"setup\ttargets × period\toffered/s\ttransitions/s\tprobes/s\tprobed cores\tetcd cores\tbench cores\t")
+			"setup\ttargets × period\toffered/s\ttransitions/s\tprobes/s\tcommits/s\tchanges/commit\tRSS growth MiB\tprobed cores\tetcd cores\tbench cores\t")
 		for _, x := range r.Transitions {
-			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.OfferedPerSecond, 0),
-				f(x.TransitionsPerSecond, 0), f(x.ProbesPerSecond, 0), joinFloats(x.ProcessCores, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2))
+			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.OfferedPerSecond, 0),
+				f(x.TransitionsPerSecond, 0), f(x.ProbesPerSecond, 0), f(x.CommitsPerSecond, 0), f(x.ChangesPerCommit, 1), joinFloats(x.RSSGrowthMiB, 0),
+				joinFloats(x.ProcessCores, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2))
 		}
 	}
 	if len(r.Watch) > 0 {
