@@ -83,8 +83,9 @@ func TestBackendTarget(t *testing.T) {
 	if p.GetSuccessThreshold() != 1 || p.GetFailureThreshold() != 1 {
 		t.Errorf("thresholds %d/%d, want 1/1 (every flip one transition)", p.GetSuccessThreshold(), p.GetFailureThreshold())
 	}
-	if p.GetPeriodSeconds() != 0 || p.GetPeriodMilliseconds() != 250 {
-		t.Errorf("period %ds + %dms, want 250ms", p.GetPeriodSeconds(), p.GetPeriodMilliseconds())
+	// 0 seconds means the default (10s), so 250ms is 1s - 750ms.
+	if p.GetPeriodSeconds() != 1 || p.GetPeriodMilliseconds() != -750 {
+		t.Errorf("period %ds + %dms, want 1s - 750ms", p.GetPeriodSeconds(), p.GetPeriodMilliseconds())
 	}
 	if tg.GetLabels()["probed-bench"] != "cluster" {
 		t.Errorf("labels %v", tg.GetLabels())
