@@ -74,7 +74,7 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.workers, "workers", 32, "concurrent CreateTarget calls while registering")
 	fs.IntVar(&c.watchTargets, "watch-targets", 50, "targets of the Watch delay measurement")
 	fs.DurationVar(&c.watchPeriod, "watch-period", 100*time.Millisecond, "probe period of the Watch delay measurement")
-	fs.DurationVar(&c.watchFlipEvery, "watch-flip-every", time.Second, "each target's answer flips this often (staggered over the targets) in the Watch delay measurement")
+	fs.DurationVar(&c.watchFlipEvery, "watch-flip-every", time.Second, "in the Watch delay measurement, the targets' answers flip in turn, each at most this often (a random fraction of --watch-period is added between flips)")
 	fs.IntVar(&c.probeTargets, "probe-targets", 1000, "targets per replica of the probes/s measurement (one replica holds this many, three hold three times as many)")
 	fs.DurationVar(&c.probePeriod, "probe-period", 200*time.Millisecond, "probe period of the probes/s measurement")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warm-up before a measured window")
