@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +23,6 @@ func TestTinyClusterRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building probed: %v", err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	etcd := etcdtest.Start(t)
 	args := []string{"cluster", "--probed-bin=" + bin, "--etcd-endpoints=" + strings.Join(etcd.Endpoints(), ","),
 		"--lease-ttls=2s", "--kills=1", "--failover-targets=12", "--failover-period=200ms",

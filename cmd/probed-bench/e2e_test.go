@@ -146,12 +146,17 @@ func TestTicks(t *testing.T) {
 	}
 }
 
+// probedBinDir holds the probed that probedBin built; TestMain removes it
+// once every test has run.
+var probedBinDir string
+
 // probedBin builds probed once for the tests that run it.
 var probedBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "probed-bench-test-")
 	if err != nil {
 		return "", err
 	}
+	probedBinDir = dir
 	return probedBinary(context.Background(), "test", "", dir, io.Discard)
 })
 
@@ -166,7 +171,6 @@ func TestTinyRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building probed: %v", err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	svgDir := t.TempDir()
 	tests := []struct {
 		name     string
