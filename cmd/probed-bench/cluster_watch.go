@@ -24,8 +24,10 @@ type eventLog struct {
 }
 
 // follow watches c until ctx is done; synced is called once the initial
-// snapshot is complete.
+// snapshot is complete, or when follow returns before (it must be safe to
+// call twice).
 func (l *eventLog) follow(ctx context.Context, c *client.Client, synced func()) {
+	defer synced()
 	for resp := range c.Watch(ctx, client.WithLabels(clusterLabel), client.WithKinds(probev1.EventKind_EVENT_KIND_TRANSITION)) {
 		at := time.Now()
 		l.mu.Lock()
@@ -133,7 +135,7 @@ func (e *clusterEnv) watchDelay(ctx context.Context, name string) ([]watchDelayR
 		synced.Add(1)
 		wg.Go(func() { logs[i].follow(wctx, p.client, sync.OnceFunc(synced.Done)) })
 	}
-	synced.Wait()
+	synced.Wait() // or ctx is done, which the sleep reports
 	if err := sleep(ctx, e.cfg.warmup); err != nil {
 		return nil, err
 	}
