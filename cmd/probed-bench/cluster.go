@@ -23,7 +23,8 @@ type clusterConfig struct {
 	etcdEndpoint       string // endpoints of an etcd to use instead of starting one
 	only               []string
 
-	leaseTTLs      []time.Duration
+	leaseTTL       time.Duration   // of the replicas of every measurement but failover
+	leaseTTLs      []time.Duration // of the failover measurement
 	kills          int
 	failTargets    int
 	failPeriod     time.Duration
@@ -65,6 +66,7 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 2*time.Second, "lease TTL of the replicas of the measurements other than failover")
 	fs.IntVar(&c.kills, "kills", 3, "SIGKILLs of a replica per lease TTL (the killed one restarts between them)")
 	fs.IntVar(&c.failTargets, "failover-targets", 1000, "targets of the failover measurement")
 	fs.DurationVar(&c.failPeriod, "failover-period", 500*time.Millisecond, "probe period of the failover measurement")
@@ -92,7 +94,7 @@ func (c *clusterConfig) validate() error {
 			return fmt.Errorf("period %v: must be a whole number of milliseconds, at least 1ms", p)
 		}
 	}
-	for _, ttl := range c.leaseTTLs {
+	for _, ttl := range append([]time.Duration{c.leaseTTL}, c.leaseTTLs...) {
 		if ttl < 2*time.Second || ttl%time.Second != 0 {
 			return fmt.Errorf("lease TTL %v: must be whole seconds, at least 2s", ttl)
 		}

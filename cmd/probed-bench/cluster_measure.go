@@ -66,7 +66,7 @@ func (e *clusterEnv) start(ctx context.Context, name, what string, minPeriod tim
 	if name == setupThreeEtcd {
 		n = 3
 	}
-	c, err := startCluster(ctx, e.clusterOptions(what, 2*time.Second, minPeriod), n, e.stderr)
+	c, err := startCluster(ctx, e.clusterOptions(what, e.cfg.leaseTTL, minPeriod), n, e.stderr)
 	if err != nil {
 		return nil, err
 	}
