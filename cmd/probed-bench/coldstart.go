@@ -143,7 +143,7 @@ func newColdReport(cfg coldConfig, samples []coldSamples) coldReport {
 	return r
 }
 
-// percentiles returns the exact nearest-rank p50, p99 and max of ds, in
+// percentiles returns the exact nearest-rank p50, p90, p99 and max of ds, in
 // milliseconds (zeros when ds is empty).
 func percentiles(ds []time.Duration) latency {
 	if len(ds) == 0 {
@@ -155,7 +155,7 @@ func percentiles(ds []time.Duration) latency {
 		i := int(float64(len(s))*q+0.999999999) - 1 // ceil(q·n) - 1
 		return s[min(max(i, 0), len(s)-1)]
 	}
-	return latency{P50: ms(rank(0.50)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
+	return latency{P50: ms(rank(0.50)), P90: ms(rank(0.90)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
 }
 
 // runColdStart is the coldstart subcommand.

@@ -55,10 +55,10 @@ func TestPercentiles(t *testing.T) {
 		want latency
 	}{
 		{"empty", nil, latency{}},
-		{"one", ms(7), latency{P50: 7, P99: 7, Max: 7}},
-		{"two", ms(9, 1), latency{P50: 1, P99: 9, Max: 9}},
-		{"odd, unsorted", ms(5, 1, 3), latency{P50: 3, P99: 5, Max: 5}},
-		{"one to a hundred", ms(hundred...), latency{P50: 50, P99: 99, Max: 100}},
+		{"one", ms(7), latency{P50: 7, P90: 7, P99: 7, Max: 7}},
+		{"two", ms(9, 1), latency{P50: 1, P90: 9, P99: 9, Max: 9}},
+		{"odd, unsorted", ms(5, 1, 3), latency{P50: 3, P90: 5, P99: 5, Max: 5}},
+		{"one to a hundred", ms(hundred...), latency{P50: 50, P90: 90, P99: 99, Max: 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestNewColdReport(t *testing.T) {
 	if r.Ratio.VsOneSecondP50 != 20 || r.Ratio.DetectVsOneSecondP50 != 1 {
 		t.Errorf("ratios %+v, want vs_1s_p50 20 (500/25), detect 1 (2/2)", r.Ratio)
 	}
-	if got := r.DetectMs["50ms"]; got != (latency{P50: 2, P99: 4, Max: 4}) {
+	if got := r.DetectMs["50ms"]; got != (latency{P50: 2, P90: 4, P99: 4, Max: 4}) {
 		t.Errorf("detect_ms[50ms] = %+v", got)
 	}
 	got := keys(t, r)
@@ -146,12 +146,17 @@ func TestTicks(t *testing.T) {
 	}
 }
 
+// probedBinDir holds the probed that probedBin built; TestMain removes it
+// once every test has run.
+var probedBinDir string
+
 // probedBin builds probed once for the tests that run it.
 var probedBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "probed-bench-test-")
 	if err != nil {
 		return "", err
 	}
+	probedBinDir = dir
 	return probedBinary(context.Background(), "test", "", dir, io.Discard)
 })
 
@@ -166,7 +171,6 @@ func TestTinyRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building probed: %v", err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	svgDir := t.TempDir()
 	tests := []struct {
 		name     string

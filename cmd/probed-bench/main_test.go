@@ -10,12 +10,17 @@ import (
 
 // TestMain lets the tests run the real parent/child path: when the sched
 // command re-executes its binary (here, the test binary) with a hidden
-// subcommand, this runs it instead of the tests.
+// subcommand, this runs it instead of the tests. After the tests it removes
+// the probed they built (shared by several tests, so none of them may).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && isChildCommand(os.Args[1]) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if probedBinDir != "" {
+		_ = os.RemoveAll(probedBinDir)
+	}
+	os.Exit(code)
 }
 
 func TestRunCommands(t *testing.T) {

@@ -39,6 +39,7 @@ type modelResult struct {
 // latency summarises a Histogram in milliseconds.
 type latency struct {
 	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90,omitempty"` // set by percentiles only
 	P99 float64 `json:"p99"`
 	Max float64 `json:"max"`
 }
