@@ -130,9 +130,17 @@ func (c *committer) signal() {
 // notify tells the waiters of batch the outcome.
 func notify(batch []pendingChange, err error) {
 	for _, p := range batch {
-		if p.done != nil {
-			p.done <- err
-		}
+		p.notify(err)
+	}
+}
+
+// notify tells p's waiter and its change's written hook the outcome.
+func (p pendingChange) notify(err error) {
+	if p.done != nil {
+		p.done <- err
+	}
+	if p.change != nil && p.change.written != nil {
+		p.change.written()
 	}
 }
 
@@ -292,7 +300,7 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 			c.mu.Lock()
 			c.stats.Refused++
 			c.mu.Unlock()
-			notify([]pendingChange{p}, why)
+			p.notify(why)
 			continue
 		}
 		retry = append(retry, p)
@@ -319,9 +327,7 @@ func (c *committer) fail(err error) {
 	defer c.mu.Unlock()
 	c.closed = err
 	for _, p := range c.pending {
-		if p.done != nil {
-			p.done <- err
-		}
+		p.notify(err)
 	}
 	c.pending = nil
 }

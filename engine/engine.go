@@ -385,6 +385,10 @@ type Stats struct {
 	// SkippedBusy: due runs skipped because MaxInflight runs were in
 	// progress.
 	SkippedBusy uint64
+	// SkippedWrite: due runs skipped because the probe's last transition
+	// was not yet written: the store is behind the probes (see
+	// runner.unwritten).
+	SkippedWrite uint64
 	// ScheduleErrors: probes the timer wheel refused to schedule (they do
 	// not run; each is logged).
 	ScheduleErrors uint64
@@ -410,6 +414,7 @@ func (e *Engine) Stats() Stats {
 		Cancelling:     e.exec.cancelling.Load(),
 		SkippedOverlap: e.exec.skippedOverlap.Load(),
 		SkippedBusy:    e.exec.skippedBusy.Load(),
+		SkippedWrite:   e.exec.skippedWrite.Load(),
 		ScheduleErrors: e.exec.scheduleErrors.Load(),
 		Panics:         e.panics.Load(),
 		Revision:       e.feed.revision(),

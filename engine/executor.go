@@ -65,6 +65,7 @@ type executor struct {
 
 	skippedOverlap atomic.Uint64 // a due fire found its probe running
 	skippedBusy    atomic.Uint64 // a due fire found maxInflight runs in progress
+	skippedWrite   atomic.Uint64 // a due fire found its probe's last transition not yet written
 	scheduleErrors atomic.Uint64 // schedules the wheel refused
 }
 
@@ -176,6 +177,10 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 		}
 		if r == nil || int64(f.Due.Sub(x.epoch)) < r.firstDue.Load() {
 			continue // freed, or a fire of the ID's previous holder
+		}
+		if r.unwritten.Load() > 0 {
+			x.skippedWrite.Add(1)
+			continue
 		}
 		if !r.busy.CompareAndSwap(false, true) {
 			x.skippedOverlap.Add(1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 )
 
@@ -383,5 +384,47 @@ func TestCreateCancelledWhileCommitting(t *testing.T) {
 	}
 	if _, err := h.eng.Delete(context.Background(), "web"); err != nil {
 		t.Errorf("Delete of the stored and reported target = %v", err)
+	}
+}
+
+// TestProbeWaitsForItsTransitionToBeWritten: while a probe's transition
+// is not yet written (the store is behind), its due runs are skipped and
+// counted, so the queue of writes holds at most one transition per probe
+// however fast the target flaps; once the write lands the probe runs again
+// and its next transition follows. No transition is dropped.
+func TestProbeWaitsForItsTransitionToBeWritten(t *testing.T) {
+	var fs *faultStore
+	h := newHarness(t, withFaults(&fs))
+	b := h.newBackend(503)
+	p := b.probe(1, -900) // every 100ms
+	p.FailureThreshold = 1
+	h.create(&target.Spec{Name: "flappy", ReadinessProbe: p})
+	h.advance(100*time.Millisecond, 10*time.Millisecond) // failure: no event (readiness starts at failure)
+
+	// The next write waits: the transition to success is queued.
+	held, release := fs.holdNext()
+	b.set(200)
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	waitHeld(t, held)
+	hits := b.hits.Load()
+	skipped := h.eng.Stats().SkippedWrite
+
+	// The target flaps on; its probe does not run while the write waits.
+	b.set(503)
+	h.advance(time.Second, 10*time.Millisecond)
+	if got := b.hits.Load(); got != hits {
+		t.Errorf("the probe ran %d times while its transition was not written, want 0", got-hits)
+	}
+	if got := h.eng.Stats().SkippedWrite - skipped; got != 10 {
+		t.Errorf("SkippedWrite grew by %d in 10 periods, want 10", got)
+	}
+
+	release()
+	if ev := h.next(engine.KindTransition); ev.To != probe.Success {
+		t.Fatalf("first transition after the hold: %+v, want success", ev)
+	}
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	if ev := h.next(engine.KindTransition); ev.To != probe.Failure {
+		t.Fatalf("next transition: %+v, want failure (the probe runs again)", ev)
 	}
 }

@@ -96,6 +96,9 @@ type Change struct {
 	// Observer.Ready once the change is durable.
 	becameReady bool
 	readyAfter  time.Duration
+	// written, when set, is called once the change is written or will
+	// never be (refused, failed, the engine stopped).
+	written func()
 }
 
 // SetRevision records the revision Commit assigned to the change: on the
