@@ -119,7 +119,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if be.join != nil {
 		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
 	}
-	waitUI, err := startUI(engineCtx, cfg, eng, sec, log)
+	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, log)
 	if err != nil {
 		stopCluster()
 		stopEngine()
