@@ -31,8 +31,8 @@ const statsPage = 500
 type statsHub struct {
 	eng     *engine.Engine
 	cluster Cluster // nil on a single node
-	log  *slog.Logger
-	kick chan struct{} // one slot: a first stream joined, refresh now
+	log     *slog.Logger
+	kick    chan struct{} // one slot: a first stream joined, refresh now
 
 	// pass counts refreshes; only the run goroutine uses it.
 	pass uint64

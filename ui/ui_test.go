@@ -272,7 +272,7 @@ type (
 		Targets []struct {
 			Name    string  `json:"name"`
 			Replica *string `json:"replica"`
-			Probes map[string]struct {
+			Probes  map[string]struct {
 				Total     uint64  `json:"total"`
 				Message   string  `json:"message"`
 				LatencyUs int64   `json:"latencyUs"`
