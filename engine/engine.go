@@ -177,6 +177,9 @@ type Engine struct {
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
+	// creating are the names whose create over a SharedStore is in
+	// flight here, each closed when it ends (createShared).
+	creating map[string]chan struct{} // guarded by mu
 
 	running chan struct{} // closed when Run has started
 	done    chan struct{} // closed when Run is shutting down
@@ -197,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		feed:      newFeed(opts.History, opts.HistoryBytes),
 		targets:   make(map[string]*entry),
 		perClient: make(map[string]int),
+		creating:  make(map[string]chan struct{}),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
