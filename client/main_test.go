@@ -3,9 +3,9 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
