@@ -206,6 +206,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+	e.commits.log = e.log
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
