@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -19,7 +21,8 @@ import (
 // TestShutdownWithEtcdDown: a replica whose etcd went away, with a
 // transition it cannot write, still stops within about --shutdown-grace
 // (leaving the cluster and the last flush wait for etcd only that long),
-// and its log names what was not written.
+// and its log names what was not written. Before etcd goes, its status
+// page names the replica probing each target and the members.
 func TestShutdownWithEtcdDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs probed")
@@ -27,11 +30,11 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 	t.Parallel()
 	const grace = 2 * time.Second
 	etcd := etcdtest.Start(t)
-	addr := refused.Reserve(t).Addr()
+	addr, uiAddr := refused.Reserve(t).Addr(), refused.Reserve(t).Addr()
 	p := &crashProcess{t: t, bin: buildProbed(t), args: []string{
 		"--addr", addr, "--store", "etcd", "--etcd-endpoints", etcd.Endpoints()[0],
 		"--replica-id", "r1", "--lease-ttl", "10s", "--shutdown-grace", grace.String(),
-		"--metrics-addr", "", "--log-level", "info",
+		"--metrics-addr", "", "--ui-addr", uiAddr, "--log-level", "info",
 	}}
 	if _, err := p.start(); err != nil {
 		t.Fatal(err)
@@ -55,6 +58,8 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 	if _, err := c.WaitReady(wctx, "web"); err != nil {
 		t.Fatalf("web not ready: %v\n%s", err, p.stderr.String())
 	}
+
+	wantStatusPageCluster(t, "http://"+uiAddr+"/api/events")
 
 	// etcd goes away; web fails: its transition cannot be written. Once
 	// a triggered run has returned (or given up waiting for the write),
@@ -93,4 +98,46 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 		t.Errorf("no log line naming web's unwritten transition; stderr:\n%s", logs)
 	}
 	t.Logf("stopped %v after SIGTERM; %s", took.Round(time.Millisecond), strings.TrimSpace(line))
+}
+
+// wantStatusPageCluster reads the status page's event stream until it has
+// had the snapshot naming web's replica and the members message naming
+// this replica.
+func wantStatusPageCluster(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	var event string
+	snapshot, members := false, false
+	for sc.Scan() && !(snapshot && members) {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case event == "snapshot" && strings.Contains(line, `"name":"web"`):
+			if !strings.Contains(line, `"replica":"r1"`) {
+				t.Fatalf("snapshot %s: want web probed by r1", line)
+			}
+			snapshot = true
+		case event == "members" && strings.HasPrefix(line, "data: "):
+			if !strings.Contains(line, `"self":"r1"`) || !strings.Contains(line, `{"id":"r1","addr":"`) || !strings.Contains(line, `"shards":4096`) {
+				t.Fatalf("members %s: want r1, this replica, alone with every shard", line)
+			}
+			members = true
+		}
+	}
+	if !snapshot || !members {
+		t.Fatalf("status page stream ended (%v) without the snapshot with web's replica (%v) and the members (%v)", sc.Err(), snapshot, members)
+	}
 }
