@@ -120,7 +120,7 @@ func wantStatusPageCluster(t *testing.T, url string) {
 	sc.Buffer(nil, 1<<20)
 	var event string
 	snapshot, members := false, false
-	for sc.Scan() && !(snapshot && members) {
+	for (!snapshot || !members) && sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "event: "):
