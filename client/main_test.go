@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,12 +16,23 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	// The etcd the store tests share (stores_test.go) stops before the
+	// leak check.
+	etcdtest.StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // fastReconnect makes gRPC redial a restarted server within tens of

@@ -37,10 +37,14 @@ func (c *Cluster) leadOnce(ctx context.Context) error {
 		return err
 	}
 	// The session's context outlives ctx so that Close can revoke the
-	// lease (at most a TTL).
+	// lease (at most a TTL), but not the client: a shutdown that closes
+	// the client (etcd unreachable past the grace period) ends the revoke.
+	sessCtx, stopSess := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSess()
+	defer context.AfterFunc(c.opts.Client.Ctx(), stopSess)()
 	sess, err := concurrency.NewSession(c.opts.Client,
 		concurrency.WithLease(g.ID), concurrency.WithTTL(int(c.ttl/time.Second)),
-		concurrency.WithContext(context.WithoutCancel(ctx)))
+		concurrency.WithContext(sessCtx))
 	if err != nil {
 		c.revoke(ctx, g.ID)
 		return err

@@ -158,6 +158,15 @@ func (c *Cluster) watchdog(s *session) {
 
 // timeout is ctx, cancelled after d on the injected clock, with no
 // Deadline (see engine/timeout).
+//
+// It also ends when the etcd client closes: the etcd client's retries of
+// a request do not end with its Close (a Revoke went on for seconds), and
+// a shutdown whose grace period passed closes the client to end them.
 func (c *Cluster) timeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return timeout.With(ctx, c.clock, d)
+	ctx, cancel := timeout.With(ctx, c.clock, d)
+	stop := context.AfterFunc(c.opts.Client.Ctx(), cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }

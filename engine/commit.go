@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +32,7 @@ type committer struct {
 	limits   BatchLimiter                                // nil: no limit
 	onCommit func(changes []*Change, took time.Duration) // once published
 	onLost   func(names []string)                        // called with no lock held
+	log      *slog.Logger                                // nil: no log
 
 	mu      sync.Mutex
 	pending []pendingChange // guarded by mu
@@ -170,7 +175,9 @@ func (c *committer) run(ctx context.Context) error {
 			if len(batch) == 0 {
 				break
 			}
-			// The flush on stop must not be cancelled with ctx.
+			// The flush on stop must not be cancelled with ctx (only by
+			// the store's Close, which bounds a shutdown). A failed write
+			// logs what it loses (refused).
 			if err := c.write(context.WithoutCancel(ctx), batch); err != nil {
 				return err
 			}
@@ -183,6 +190,51 @@ func (c *committer) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// pendingNow returns a copy of what is pending.
+func (c *committer) pendingNow() []pendingChange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.pending)
+}
+
+// logUnwritten says which changes the store failed to write, for good
+// (the committer stops): how many of each kind, and the targets (the
+// first 20 names).
+func (c *committer) logUnwritten(lost []pendingChange, err error) {
+	if c.log == nil {
+		return
+	}
+	kinds := make(map[EventKind]int)
+	var names []string
+	seen := make(map[string]bool)
+	n := 0
+	for _, p := range lost {
+		if p.change == nil {
+			continue
+		}
+		n++
+		kinds[p.change.Event.Kind]++
+		if !seen[p.change.Name] {
+			seen[p.change.Name] = true
+			names = append(names, p.change.Name)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	var byKind []string
+	for k, m := range kinds {
+		byKind = append(byKind, fmt.Sprintf("%s=%d", strings.ToLower(k.String()), m))
+	}
+	slices.Sort(byKind)
+	shown := names
+	if len(shown) > 20 {
+		shown = shown[:20]
+	}
+	c.log.Error("changes not written to the store; they are lost",
+		"changes", n, "kinds", strings.Join(byKind, ","), "targets", len(names), "names", strings.Join(shown, ","), "err", err)
 }
 
 // take removes and returns what is pending, whole units of it, within the
@@ -277,6 +329,7 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 	case errors.As(err, &conflict):
 		maps.Copy(reasons, conflict.Refused)
 	default:
+		c.logUnwritten(append(batch, c.pendingNow()...), err)
 		notify(batch, err)
 		c.fail(err)
 		return err
@@ -308,6 +361,7 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 	if len(retry) == len(batch) {
 		// None of the batch was dropped: writing it again would be
 		// refused again, forever.
+		c.logUnwritten(append(batch, c.pendingNow()...), err)
 		notify(batch, err)
 		c.fail(err)
 		return err

@@ -177,6 +177,9 @@ type Engine struct {
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
+	// creating are the names whose create over a SharedStore is in
+	// flight here, each closed when it ends (createShared).
+	creating map[string]chan struct{} // guarded by mu
 
 	running chan struct{} // closed when Run has started
 	done    chan struct{} // closed when Run is shutting down
@@ -197,11 +200,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		feed:      newFeed(opts.History, opts.HistoryBytes),
 		targets:   make(map[string]*entry),
 		perClient: make(map[string]int),
+		creating:  make(map[string]chan struct{}),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+	e.commits.log = e.log
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers

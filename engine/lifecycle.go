@@ -74,10 +74,17 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 // target exists (the create is a conditional write), and the target
 // becomes known here — and probed, by whichever replica owns it — when the
 // view follows the write. It returns once that has happened here.
+//
+// Creates of one name on this replica go one at a time: a second waits
+// for the first, then finds the target (AlreadyExists) or, when the first
+// failed, tries itself. (Two creates of a name in one batch would both be
+// refused: the store answers by name.)
 func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client string, now time.Time) (*Target, error) {
-	if err := e.checkLimits(spec.Name, client); err != nil {
+	finish, err := e.startCreate(ctx, spec.Name, client)
+	if err != nil {
 		return nil, err
 	}
+	defer finish()
 	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}
 	for _, t := range probe.Types {
 		if spec.Probe(t) != nil {
@@ -97,17 +104,41 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 	return e.withLive(created.Target), nil
 }
 
-// checkLimits refuses a create that the registry says exists or that
-// would pass --max-targets or --max-targets-per-client. Over a
-// SharedStore the registry lags the store by a few milliseconds: the
-// limits are approximate there, and the store decides existence.
-func (e *Engine) checkLimits(name, client string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.checkLimitsLocked(name, client)
+// startCreate waits until no create of name is in flight here, checks
+// the limits, and records a create of name in flight until done is
+// called.
+func (e *Engine) startCreate(ctx context.Context, name, client string) (done func(), err error) {
+	for {
+		e.mu.Lock()
+		wait, busy := e.creating[name]
+		if !busy {
+			err := e.checkLimitsLocked(name, client)
+			if err == nil {
+				ch := make(chan struct{})
+				e.creating[name] = ch
+				done = func() {
+					e.mu.Lock()
+					delete(e.creating, name)
+					e.mu.Unlock()
+					close(ch)
+				}
+			}
+			e.mu.Unlock()
+			return done, err
+		}
+		e.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
-// checkLimitsLocked is checkLimits with e.mu held.
+// checkLimitsLocked refuses a create that the registry says exists or
+// that would pass --max-targets or --max-targets-per-client; e.mu held.
+// Over a SharedStore the registry lags the store by a few milliseconds:
+// the limits are approximate there, and the store decides existence.
 func (e *Engine) checkLimitsLocked(name, client string) error {
 	if _, ok := e.targets[name]; ok {
 		return fmt.Errorf("target %q: %w", name, ErrAlreadyExists)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +251,48 @@ func TestHandoverMidDrain(t *testing.T) {
 	a.next(engine.KindDeleted)
 	if _, err := a.eng.Get(ctx, "a-web"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("a: Get after the drain = %v, want ErrNotFound", err)
+	}
+}
+
+// TestRacingCreatesOfOneName: creates of one name race on one replica
+// (over and over, so that some land in one commit batch): exactly one
+// succeeds, the other is AlreadyExists, and both replicas then hold the
+// winner's target, whole.
+func TestRacingCreatesOfOneName(t *testing.T) {
+	a, b, _ := replicas(t)
+	ctx := context.Background()
+	for i := range 20 {
+		name := fmt.Sprintf("a-race-%d", i)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j := range errs {
+			wg.Go(func() {
+				_, errs[j] = b.eng.Create(ctx, &target.Spec{Name: name, Labels: map[string]string{"by": fmt.Sprint(j)}})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for j, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("%s: both creates succeeded", name)
+			case err == nil:
+				winner = j
+			case !errors.Is(err, engine.ErrAlreadyExists):
+				t.Fatalf("%s: create %d: %v, want ErrAlreadyExists", name, j, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("%s: no create succeeded: %v", name, errs)
+		}
+		for _, h := range []*harness{a, b} {
+			h.flush()
+			if tg := h.get(name); tg.Spec.Labels["by"] != fmt.Sprint(winner) || tg.Status.Phase != engine.Active {
+				t.Fatalf("%s: %+v %+v, want the winner's (by=%d), active", name, tg.Spec, tg.Status, winner)
+			}
+		}
+	}
+	if n := len(b.eng.Names(func(string) bool { return true })); n != 20 {
+		t.Errorf("%d targets registered, want 20", n)
 	}
 }

@@ -33,6 +33,11 @@ import (
 //	stats     {"targets":[{"name","probes"}...]}: live figures of the
 //	          targets whose probes ran; no id.
 //	progress  {"revision"}: the stream was idle; id: revision.
+//	members   {"self", "shards", "members":[{"id","addr","shards","joined","self"}...]}:
+//	          in cluster mode only, the live replicas; sent once the page
+//	          is synced and whenever they change (a replica joins or
+//	          leaves, shards move); no id. Targets and stats then carry
+//	          "replica", the replica that probes them.
 
 // retryMillis is the reconnection delay the stream asks the browser for.
 const retryMillis = 1000
@@ -135,6 +140,12 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 				join()
 			}
 		case <-statsWake:
+			if data := s.stats.nextMembers(sub); data != nil {
+				if err := st.send(message{event: "members", data: data}); err != nil {
+					s.log.Debug("status page: stream write failed", "err", err)
+					return
+				}
+			}
 			if data := s.stats.next(sub); data != nil {
 				if err := st.send(message{event: "stats", data: data}); err != nil {
 					s.log.Debug("status page: stream write failed", "err", err)
@@ -190,7 +201,7 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 		case b.Snapshot:
 			targets := make([]*targetView, len(b.Events))
 			for i := range b.Events {
-				targets[i] = viewTarget(b.Events[i].Target)
+				targets[i] = s.viewTarget(b.Events[i].Target)
 			}
 			m = message{event: "snapshot", data: mustJSON(snapshotData{Targets: targets, Complete: b.SnapshotComplete, Revision: b.Revision})}
 			if b.SnapshotComplete {
@@ -211,6 +222,9 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			events := make([]eventView, len(b.Events))
 			for i := range b.Events {
 				events[i] = viewEvent(&b.Events[i])
+				if v := events[i].Target; v != nil {
+					v.Replica = s.opts.ownerOf(v.Name)
+				}
 			}
 			// Every event up to the batch's revision, and up to its last
 			// event, has been delivered or filtered out. (The batch's
@@ -227,6 +241,13 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 			return err
 		}
 	}
+}
+
+// viewTarget is t as the page lists it, with the replica that probes it.
+func (s *Server) viewTarget(t *engine.Target) *targetView {
+	v := viewTarget(t)
+	v.Replica = s.opts.ownerOf(t.Spec.Name)
+	return v
 }
 
 // send hands m to the stream's writer, unless ctx is done first.

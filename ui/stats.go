@@ -29,9 +29,10 @@ const statsPage = 500
 // refresh's encoded changes (delta) as they are; one further behind (or
 // new) gets every entry newer than its generation.
 type statsHub struct {
-	eng  *engine.Engine
-	log  *slog.Logger
-	kick chan struct{} // one slot: a first stream joined, refresh now
+	eng     *engine.Engine
+	cluster Cluster // nil on a single node
+	log     *slog.Logger
+	kick    chan struct{} // one slot: a first stream joined, refresh now
 
 	// pass counts refreshes; only the run goroutine uses it.
 	pass uint64
@@ -43,6 +44,10 @@ type statsHub struct {
 	// goroutine writes it (under mu), so it reads it without mu.
 	known map[string]*statEntry
 	subs  map[*statsSub]struct{}
+	// members is the last "members" message (cluster mode), membersGen
+	// counts its changes.
+	members    []byte
+	membersGen uint64
 }
 
 type statEntry struct {
@@ -53,14 +58,19 @@ type statEntry struct {
 }
 
 // statKey is what a target's figures depend on: they change only when one
-// of its probes ran or its spec was replaced.
+// of its probes ran, its spec was replaced or (cluster mode) another
+// replica probes it.
 type statKey struct {
 	spec   *target.Spec
 	totals [probe.NumTypes]uint64
+	owner  string
 }
 
-func keyOf(t *engine.Target) statKey {
+func (h *statsHub) keyOf(t *engine.Target) statKey {
 	k := statKey{spec: t.Spec}
+	if h.cluster != nil {
+		k.owner = h.cluster.OwnerOf(t.Spec.Name)
+	}
 	for i := range t.Status.Probes {
 		k.totals[i] = t.Status.Probes[i].ProbesTotal
 	}
@@ -73,10 +83,13 @@ type statsSub struct {
 	// several refreshes catches up with one message.
 	wake chan struct{}
 	seq  uint64 // the generation the stream has; guarded by statsHub.mu
+	// membersGen is the members message the stream has; guarded by
+	// statsHub.mu.
+	membersGen uint64
 }
 
-func newStatsHub(e *engine.Engine, log *slog.Logger) *statsHub {
-	return &statsHub{eng: e, log: log, kick: make(chan struct{}, 1), subs: make(map[*statsSub]struct{})}
+func newStatsHub(e *engine.Engine, c Cluster, log *slog.Logger) *statsHub {
+	return &statsHub{eng: e, cluster: c, log: log, kick: make(chan struct{}, 1), subs: make(map[*statsSub]struct{})}
 }
 
 // join registers a stream. Its wake channel fires when there are figures
@@ -86,7 +99,7 @@ func (h *statsHub) join() *statsSub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.subs[sub] = struct{}{}
-	if h.seq > 0 {
+	if h.seq > 0 || h.membersGen > 0 {
 		sub.wake <- struct{}{}
 	}
 	if len(h.subs) == 1 {
@@ -130,6 +143,18 @@ func (h *statsHub) next(sub *statsSub) []byte {
 	return statsMessage(changed)
 }
 
+// nextMembers returns the members message sub has not had yet, or nil,
+// and records that it has it.
+func (h *statsHub) nextMembers(sub *statsSub) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sub.membersGen == h.membersGen {
+		return nil
+	}
+	sub.membersGen = h.membersGen
+	return h.members
+}
+
 // statsMessage is {"targets":[...]}.
 func statsMessage(targets []json.RawMessage) []byte {
 	var b bytes.Buffer
@@ -171,12 +196,17 @@ func (h *statsHub) refresh(ctx context.Context) error {
 	if idle {
 		// No stream holds a generation: start over.
 		h.known, h.seq, h.delta = nil, 0, nil
+		h.members, h.membersGen = nil, 0
 	}
 	h.mu.Unlock()
 	if idle {
 		return nil
 	}
 	h.pass++
+	var members []byte
+	if h.cluster != nil {
+		members = mustJSON(viewMembers(h.cluster))
+	}
 	type change struct {
 		name string
 		key  statKey
@@ -189,16 +219,23 @@ func (h *statsHub) refresh(ctx context.Context) error {
 			return err
 		}
 		for _, t := range page {
-			key := keyOf(t)
+			key := h.keyOf(t)
 			e := h.known[t.Spec.Name]
 			switch {
 			case e != nil && e.key == key:
 				e.pass = h.pass
 				continue
-			case e == nil && key.totals == [probe.NumTypes]uint64{}:
-				continue // never probed: nothing to show yet
+			case e == nil && key.totals == [probe.NumTypes]uint64{} && h.cluster == nil:
+				// Never probed: nothing to show yet. (In cluster mode the
+				// target's owner is, and the last message of a target
+				// another replica probes.)
+				continue
 			}
-			data, err := json.Marshal(viewStats(t))
+			v := viewStats(t)
+			if h.cluster != nil {
+				v.Replica = &key.owner
+			}
+			data, err := json.Marshal(v)
 			if err != nil {
 				return err
 			}
@@ -220,7 +257,16 @@ func (h *statsHub) refresh(ctx context.Context) error {
 			delete(h.known, name) // deleted target
 		}
 	}
+	woke := false
+	if members != nil && !bytes.Equal(members, h.members) {
+		h.members = members
+		h.membersGen++
+		woke = true
+	}
 	if len(changes) == 0 {
+		if woke {
+			h.wake()
+		}
 		return nil
 	}
 	h.seq++
@@ -230,11 +276,16 @@ func (h *statsHub) refresh(ctx context.Context) error {
 		data[i] = c.data
 	}
 	h.delta = statsMessage(data)
+	h.wake()
+	return nil
+}
+
+// wake tells every stream there is something new for it; h.mu is held.
+func (h *statsHub) wake() {
 	for sub := range h.subs {
 		select {
 		case sub.wake <- struct{}{}:
 		default:
 		}
 	}
-	return nil
 }

@@ -50,7 +50,7 @@ func TestStatsHub(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := newStatsHub(eng, slog.New(slog.DiscardHandler))
+	h := newStatsHub(eng, nil, slog.New(slog.DiscardHandler))
 	refresh := func() {
 		t.Helper()
 		if err := h.refresh(t.Context()); err != nil {

@@ -58,6 +58,10 @@ type Options struct {
 	// TimelineWindow is how far back the targets' readiness timelines
 	// go; default DefaultTimelineWindow.
 	TimelineWindow time.Duration
+	// Cluster, in cluster mode, tells which replica probes each target
+	// and which replicas are live; the page shows both. Nil on a single
+	// node.
+	Cluster Cluster
 }
 
 func (o *Options) setDefaults() {
@@ -104,7 +108,7 @@ type Server struct {
 //	/api/targets/NAME/events  the target's last events retained in the history
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{eng: e, opts: opts, log: opts.Logger, stats: newStatsHub(e, opts.Logger)}
+	s := &Server{eng: e, opts: opts, log: opts.Logger, stats: newStatsHub(e, opts.Cluster, opts.Logger)}
 	mux := http.NewServeMux()
 	for path, a := range assets {
 		mux.Handle("GET "+path, a)

@@ -43,6 +43,8 @@ type pageOptions struct {
 	// viewJSON: leave ui.Options.TargetJSON unset (the page's own view);
 	// otherwise it is server.TargetJSON, as probed sets it.
 	viewJSON bool
+	// cluster is ui.Options.Cluster.
+	cluster ui.Cluster
 }
 
 func newPage(t *testing.T, o pageOptions) *page {
@@ -50,7 +52,7 @@ func newPage(t *testing.T, o pageOptions) *page {
 	p := &page{clock: clockwork.NewFakeClock()}
 	p.probed = probedtest.Start(t, probedtest.Options{Clock: clockwork.NewFakeClock(), Engine: o.engine})
 	p.eng = p.probed.Engine
-	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON}
+	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON, Cluster: o.cluster}
 	if o.viewJSON {
 		uo.TargetJSON = nil
 	}
@@ -230,6 +232,8 @@ type (
 		Rev    uint64               `json:"rev"`
 		Labels map[string]string    `json:"labels"`
 		Probes map[string]probeJSON `json:"probes"`
+		// Replica is absent on a single node.
+		Replica *string `json:"replica"`
 	}
 	probeJSON struct {
 		Result   string  `json:"result"`
@@ -266,8 +270,9 @@ type (
 	}
 	statsJSON struct {
 		Targets []struct {
-			Name   string `json:"name"`
-			Probes map[string]struct {
+			Name    string  `json:"name"`
+			Replica *string `json:"replica"`
+			Probes  map[string]struct {
 				Total     uint64  `json:"total"`
 				Message   string  `json:"message"`
 				LatencyUs int64   `json:"latencyUs"`

@@ -26,6 +26,9 @@ type targetView struct {
 	// Probes are keyed by probe type ("startup", "liveness",
 	// "readiness"); a type the target has no probe of is absent.
 	Probes map[string]*probeView `json:"probes,omitempty"`
+	// Replica is the replica that probes the target ("" while its shard
+	// changes hands); absent on a single node.
+	Replica *string `json:"replica,omitempty"`
 }
 
 // probeView is a probe's published state and effective timing.
@@ -67,6 +70,8 @@ type eventView struct {
 type statsView struct {
 	Name   string                 `json:"name"`
 	Probes map[string]*probeStats `json:"probes"`
+	// Replica is as in targetView.
+	Replica *string `json:"replica,omitempty"`
 }
 
 // probeStats is the live figures of one probe.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server"
@@ -25,6 +26,8 @@ type backend struct {
 	join func(ctx context.Context, eng *engine.Engine) error
 	// stats are the cluster's figures for metrics; nil on a single node.
 	stats func() probedtel.ClusterStats
+	// close closes the store (and the etcd client): once, whoever calls
+	// it first, the others waiting for it.
 	close func()
 	// where names the store in the "serving" log line.
 	where []any
@@ -33,13 +36,18 @@ type backend struct {
 // openBackend opens the store cfg names.
 func openBackend(ctx context.Context, cfg *config, sec *security, tel *telemetry, log *slog.Logger) (*backend, error) {
 	if cfg.cluster.store == storeEtcd {
-		return openCluster(ctx, cfg, sec, tel, log)
+		b, err := openCluster(ctx, cfg, sec, tel, log)
+		if err != nil {
+			return nil, err
+		}
+		b.close = sync.OnceFunc(b.close)
+		return b, nil
 	}
 	store, err := bolt.Open(cfg.dataDir, bolt.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	return &backend{
+	b := &backend{
 		store: store,
 		close: func() {
 			if err := store.Close(); err != nil {
@@ -47,5 +55,7 @@ func openBackend(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			}
 		},
 		where: []any{"data_dir", cfg.dataDir},
-	}, nil
+	}
+	b.close = sync.OnceFunc(b.close)
+	return b, nil
 }

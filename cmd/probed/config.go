@@ -69,7 +69,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.maxTargets, "max-targets", defaultMaxTargets, "maximum number of targets (0: no limit)")
 	fs.IntVar(&c.maxInflight, "max-inflight", engine.DefaultMaxInflight, "maximum probes running at once; a probe due beyond it is skipped and counted")
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
-	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut")
+	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut and the store is closed (changes it could not write are logged)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	c.cluster.register(fs)
 	c.telemetry.register(fs)

@@ -119,7 +119,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if be.join != nil {
 		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
 	}
-	waitUI, err := startUI(engineCtx, cfg, eng, sec, log)
+	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, log)
 	if err != nil {
 		stopCluster()
 		stopEngine()
@@ -148,6 +148,16 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		clusterErr <- nil
 	}
 	healthSrv.Shutdown()
+	// The whole shutdown gets --shutdown-grace. Leaving the cluster and
+	// the engine's last flush need the store; if it cannot answer (etcd
+	// unreachable) in time, closing it ends what waits on it, and the
+	// engine logs the changes it could not write.
+	deadline := time.Now().Add(cfg.grace)
+	abort := time.AfterFunc(cfg.grace, func() {
+		log.Warn("shutdown: the grace period passed with the store still busy; closing it", "grace", cfg.grace)
+		be.close()
+	})
+	defer abort.Stop()
 	if be.join != nil {
 		stopCluster()
 		if err := <-clusterErr; err != nil && runErr == nil {
@@ -162,7 +172,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(cfg.grace):
+	case <-time.After(max(time.Until(deadline), 0)):
 		log.Warn("graceful shutdown timed out; closing connections", "grace", cfg.grace)
 		g.Stop()
 		<-stopped

@@ -42,7 +42,7 @@ func (c *uiConfig) validate() error {
 
 // startUI serves the status page until ctx is done (nothing when it is
 // off); the returned function waits for it to stop.
-func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security, log *slog.Logger) (wait func(), err error) {
+func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, sec *security, log *slog.Logger) (wait func(), err error) {
 	if cfg.ui.addr == "" {
 		return func() {}, nil
 	}
@@ -50,7 +50,11 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
-	page := ui.New(eng, ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline})
+	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline}
+	if be.replicas != nil {
+		opts.Cluster = pageCluster{be.replicas, be.replica}
+	}
+	page := ui.New(eng, opts)
 	srv := &http.Server{
 		Handler:           sec.protect(page),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -84,4 +88,23 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, sec *security
 	})
 	log.Info("status page serving", "addr", lis.Addr().String(), "url", scheme+"://"+lis.Addr().String()+"/")
 	return wg.Wait, nil
+}
+
+// pageCluster shows the cluster's replicas on the status page.
+type pageCluster struct {
+	replicas server.Replicas
+	self     string
+}
+
+func (c pageCluster) OwnerOf(name string) string { return c.replicas.OwnerOf(name) }
+func (c pageCluster) Self() string               { return c.self }
+func (c pageCluster) Shards() int                { return c.replicas.Shards() }
+
+func (c pageCluster) Members() []ui.Member {
+	rs := c.replicas.Members()
+	out := make([]ui.Member, len(rs))
+	for i, r := range rs {
+		out[i] = ui.Member{ID: r.ID, Addr: r.Addr, Shards: r.Shards, Joined: r.Joined}
+	}
+	return out
 }

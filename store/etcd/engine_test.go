@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,5 +165,54 @@ func TestEnginesOverEtcd(t *testing.T) {
 	}
 	if ga.Status.Revision != gb.Status.Revision || gb.Status.Revision != downB.Revision || gb.Status.Ready() {
 		t.Errorf("Get: a at %d, b at %d (ready %t); want both at %d, not ready", ga.Status.Revision, gb.Status.Revision, gb.Status.Ready(), downB.Revision)
+	}
+}
+
+// TestRacingCreatesOfOneName: creates of one name race on one replica
+// over etcd (repeatedly, so that some share a transaction): exactly one
+// succeeds, the other is AlreadyExists, and etcd holds the winner's.
+func TestRacingCreatesOfOneName(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
+	r := startReplica(t, s, func(string) bool { return true })
+	ctx := t.Context()
+	for i := range 20 {
+		name := "race-" + strconv.Itoa(i)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for j := range errs {
+			wg.Go(func() {
+				_, errs[j] = r.eng.Create(ctx, &target.Spec{Name: name, Labels: map[string]string{"by": strconv.Itoa(j)}})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for j, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("%s: both creates succeeded", name)
+			case err == nil:
+				winner = j
+			case !errors.Is(err, engine.ErrAlreadyExists):
+				t.Fatalf("%s: create %d: %v, want ErrAlreadyExists", name, j, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("%s: no create succeeded: %v", name, errs)
+		}
+	}
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Targets) != 20 {
+		t.Fatalf("etcd holds %d targets, want 20", len(st.Targets))
+	}
+	for _, tg := range st.Targets {
+		got, err := r.eng.Get(ctx, tg.Spec.Name)
+		if err != nil || got.Spec.Labels["by"] != tg.Spec.Labels["by"] {
+			t.Errorf("%s: engine has %+v (%v), etcd %v", tg.Spec.Name, got, err, tg.Spec.Labels)
+		}
 	}
 }

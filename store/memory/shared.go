@@ -69,16 +69,27 @@ func (r *Replica) Commit(ctx context.Context, changes []*engine.Change) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// As etcd's transaction (store/etcd plan): a name is created once per
+	// transaction; a create after a delete of the name in the same
+	// transaction finds it gone.
 	refused := make(map[string]error)
 	created := make(map[string]bool)
+	deleted := make(map[string]bool)
 	for _, c := range changes {
 		switch {
-		case c.Create && (s.data.has(c.Name) || created[c.Name]):
+		case c.Create && created[c.Name]:
+			refused[c.Name] = fmt.Errorf("target %q: created twice in one transaction: %w", c.Name, engine.ErrAlreadyExists)
+		case c.Create && !deleted[c.Name] && s.data.has(c.Name):
 			refused[c.Name] = fmt.Errorf("target %q: %w", c.Name, engine.ErrAlreadyExists)
 		case c.Create:
-			created[c.Name] = true
 		case r.owns != nil && !r.owns(c.Name):
 			refused[c.Name] = fmt.Errorf("target %q: %w", c.Name, engine.ErrOwnershipLost)
+		}
+		if c.Create {
+			created[c.Name] = true
+		}
+		if c.Delete {
+			deleted[c.Name] = true
 		}
 	}
 	if len(refused) > 0 {

@@ -35,6 +35,7 @@
     feed: $('feed'), foot: $('foot'), filter: $('filter'), conn: $('conn'), feedToggle: $('feed-toggle'),
     detail: $('detail'), dName: $('d-name'), dStatus: $('d-status'), dEvents: $('d-events'),
     dJSON: $('d-json'), dCmd: $('d-cmd'), dTimeline: $('d-timeline'), dWindow: $('d-window'),
+    members: $('members'), membersList: $('members-list'),
   };
 
   const st = {
@@ -58,6 +59,7 @@
     dirty: { shown: true, rows: true, counts: true, feed: true, detail: true },
     frame: 0,
     flashTimer: 0,
+    cluster: null,      // cluster mode: the "members" message (live replicas)
   };
 
   // ---------- formatting ----------
@@ -318,13 +320,13 @@
   // ---------- rows ----------
 
   function columns() {
-    return ['stripe', 'target', 'state', 'timeline', ...st.probes, 'message'];
+    return ['stripe', 'target', 'state', 'timeline', ...st.probes, ...(st.cluster ? ['replica'] : []), 'message'];
   }
 
   const COL_WIDTH = {
     stripe: '4px', target: 'minmax(116px, 1.1fr)', state: '100px', timeline: 'minmax(116px, 150px)',
     startup: 'minmax(116px, 0.8fr)', liveness: 'minmax(116px, 0.8fr)', readiness: 'minmax(116px, 0.8fr)',
-    message: 'minmax(220px, 2.4fr)',
+    replica: 'minmax(90px, 0.6fr)', message: 'minmax(220px, 2.4fr)',
   };
 
   function renderHead() {
@@ -332,6 +334,7 @@
       stripe: '', target: 'Target', state: 'State',
       timeline: `<span title="readiness over the last ${span(st.windowMs)}: green ready, red not ready, purple terminating">Readiness, <span class="nocase">${span(st.windowMs)}</span></span>`,
       startup: 'Startup', liveness: 'Liveness', readiness: 'Readiness', message: 'Last message',
+      replica: '<span title="the replica that probes the target">Replica</span>',
     };
     const cols = columns();
     document.documentElement.style.setProperty('--cols', cols.map((c) => COL_WIDTH[c]).join(' '));
@@ -348,7 +351,27 @@
       stateCell(t) +
       timelineCell(t) +
       st.probes.map((type) => probeCell(t, type)).join('') +
+      (st.cluster ? replicaCell(t) : '') +
       `<div class="message">${messageCell(t)}</div>`;
+  }
+
+  // replicaCell names the replica that probes t ("—" while its shard
+  // changes hands); this replica's own targets are marked.
+  function replicaCell(t) {
+    if (!t.replica) return '<div class="replica muted" title="no replica probes it right now: its shard is changing hands">—</div>';
+    const self = t.replica === st.cluster.self;
+    return `<div class="replica mono${self ? ' self' : ''}" title="${self ? 'probed by this replica' : 'probed by another replica: its live figures are there'}">${esc(t.replica)}</div>`;
+  }
+
+  // renderMembers lists the live replicas (cluster mode).
+  function renderMembers() {
+    const c = st.cluster;
+    els.members.hidden = !c;
+    if (!c) return;
+    els.membersList.innerHTML = c.members.map((m) =>
+      `<li class="${m.self ? 'self' : ''}"><b class="mono">${esc(m.id)}</b>${m.self ? ' <span class="small-muted">(this one)</span>' : ''}` +
+      `<div class="small-muted"><span class="mono">${esc(m.addr)}</span> · ${m.shards} of ${c.shards} shards` +
+      `${m.joined ? ` · joined ${ago(m.joined)}` : ''}</div></li>`).join('') || '<li class="muted">no live replica</li>';
   }
 
   // ---------- state ----------
@@ -377,6 +400,7 @@
     t.key = searchKey(t);
     if (old) {
       t.stats = old.stats;
+      if (t.replica === undefined) t.replica = old.replica;
       t.flashUntil = old.flashUntil;
       t.tl = old.tl;
     } else {
@@ -538,8 +562,19 @@
     on('stats', (d) => {
       for (const s of d.targets) {
         const t = st.targets.get(s.name);
-        if (t) t.stats = s.probes;
+        if (!t) continue;
+        t.stats = s.probes;
+        if (s.replica !== undefined && s.replica !== t.replica) {
+          t.replica = s.replica;
+          st.dirty.detail = true;
+        }
       }
+    });
+    on('members', (d) => {
+      const first = !st.cluster;
+      st.cluster = d;
+      if (first) st.dirty.head = true;
+      st.dirty.members = true;
     });
     on('progress', (d) => { st.revision = Math.max(st.revision, d.revision); });
   }
@@ -573,6 +608,7 @@
     if (d.head) { renderHead(); d.head = false; d.rows = true; }
     if (d.rows) { renderRows(); d.rows = false; }
     if (d.feed) { renderFeed(); d.feed = false; }
+    if (d.members) { renderMembers(); d.members = false; }
     if (d.detail && st.selected) { renderDetail(); }
     d.detail = false;
   }
@@ -778,6 +814,7 @@
         `<div><span class="k">Phase</span><span class="phase ${t.phase}">${t.phase}</span></div>` +
         `<div><span class="k">Started · Live · Ready</span><span>${yesNo(t.started, 'started')} ${yesNo(t.live, 'live')} ${yesNo(t.ready, 'ready')}</span></div>` +
         `<div><span class="k">Revision</span><span class="mono">${t.rev}</span></div>` +
+        (st.cluster ? `<div><span class="k">Probed by</span><span>${t.replica ? `<span class="mono">${esc(t.replica)}</span>${t.replica === st.cluster.self ? ' (this replica)' : ' (another replica: live figures and messages are there)'}` : '— (changing hands)'}</span></div>` : '') +
         `<div><span class="k">Created</span><span>${t.created ? `${new Date(t.created).toLocaleString()}` : '—'}</span></div>` +
         `<div><span class="k">Labels</span><span>${labels || '—'}</span></div></div>` +
         (probes ? `<table class="probes"><thead><tr><th>Probe</th><th>Result</th><th>Period</th><th>Thresholds</th><th>Runs</th><th>Recent latency</th></tr></thead><tbody>${probes}</tbody></table>`
