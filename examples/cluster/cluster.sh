@@ -75,5 +75,8 @@ echo "      kill -9 ${pids[2]}   # replica r2 dies: within 2 × $LEASE_TTL r1 an
 echo "Ctrl-C stops the cluster."
 # A replica that dies is what a cluster is for: the script goes on. Only
 # etcd's exit ends it.
-wait "${pids[0]}" || true
+# (wait also returns when etcd is merely stopped, SIGSTOP: wait again.)
+while kill -0 "${pids[0]}" 2>/dev/null; do
+	wait "${pids[0]}" || true
+done
 echo "etcd exited; see $DATA_DIR/etcd.log" >&2
