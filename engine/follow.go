@@ -51,7 +51,8 @@ func (e *Engine) applyFollowed(changes []*Change) {
 				en.mu.Unlock()
 			}
 		case en == nil && c.Target != nil:
-			en = &entry{name: c.Name, spec: c.Target.Spec, status: c.Target.Status}
+			en = &entry{name: c.Name}
+			en.share(c.Target)
 			e.targets[c.Name] = en
 			e.countClientLocked(en.status.Client, 1)
 			e.mu.Unlock()
@@ -64,7 +65,7 @@ func (e *Engine) applyFollowed(changes []*Change) {
 			if en != nil && c.Target != nil {
 				en.mu.Lock()
 				if !en.owned {
-					en.spec, en.status = c.Target.Spec, c.Target.Status
+					en.share(c.Target)
 				}
 				en.mu.Unlock()
 			}

@@ -52,7 +52,7 @@ func (e *Engine) ownEntry(en *entry, spread bool) {
 		return
 	}
 	if ok {
-		en.spec, en.status = published.Spec, published.Status
+		en.share(published)
 	}
 	en.wasReady = en.status.Ready()
 	for _, typ := range probe.Types {
@@ -165,7 +165,8 @@ func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*
 
 // restore registers a stored target, not owned yet (Open, before Run).
 func (e *Engine) restore(t *Target) {
-	en := &entry{name: t.Spec.Name, spec: t.Spec, status: t.Status}
+	en := &entry{name: t.Spec.Name}
+	en.share(t)
 	e.targets[en.name] = en
 	e.countClientLocked(t.Status.Client, 1)
 }

@@ -119,7 +119,7 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 		return nil, nil
 	}
 	now := e.clock.Now()
-	ps := &en.status.Probes[r.typ]
+	ps := &en.edit().Probes[r.typ]
 	ps.Result, ps.HasInitialized = next.Result, next.HasInitialized
 	// The published status (events, snapshots, the store) carries the
 	// outcome that caused the change; Get and List add the live figures.
@@ -168,12 +168,14 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 // since its creation or reset carries that, for Observer.Ready once the
 // change is durable.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
-	t := &Target{Spec: en.spec, Status: en.status}
+	t := &Target{Spec: en.spec, Status: *en.status}
 	for typ, r := range en.runners {
 		if r != nil {
 			t.Status.Probes[typ].Effective = r.eff // floors applied
 		}
 	}
+	// The entry keeps t's status until its next write (one copy, not two).
+	en.status, en.shared = &t.Status, true
 	ev.Name, ev.Time, ev.Labels = en.name, now, en.spec.Labels
 	ev.Started, ev.Ready, ev.Live = t.Status.Started(), t.Status.Ready(), t.Status.Live()
 	if ev.Kind.Lifecycle() {
@@ -196,7 +198,7 @@ func (e *Engine) publishLocked(en *entry, r *runner, to probe.Result, message, r
 		return nil
 	}
 	r.state.Result = to
-	ps := &en.status.Probes[r.typ]
+	ps := &en.edit().Probes[r.typ]
 	ps.Result, ps.LastTransitionTime = to, now
 	return e.changeLocked(en, Event{Kind: KindTransition, Probe: r.typ, From: from, To: to, Message: message, Reason: reason}, false, now)
 }
