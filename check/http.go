@@ -53,7 +53,7 @@ type httpChecker struct {
 	headers  []probe.Header
 	ua       string // the default User-Agent
 	host     string // Host header override ("" means from the URL)
-	expected string      // ExpectedBody ("" means any body)
+	expected string // ExpectedBody ("" means any body)
 	maxBody  int
 	inject   func(context.Context, http.Header)
 

@@ -20,8 +20,8 @@ type entry struct {
 	// change (or loaded) while shared is set, so that a target holds one
 	// copy of its status, not two: read it freely, write it only through
 	// edit.
-	status *Status
-	shared bool
+	status  *Status
+	shared  bool
 	runners [probe.NumTypes]*runner
 	// owned: this engine probes the target (its runners exist) and drives
 	// its drain.
