@@ -60,8 +60,13 @@ type httpChecker struct {
 	target     *url.URL // url, parsed
 	key        string   // of target's connections
 	keepAlive  bool
-	request    []byte // the first request as written, when no header is injected
-	requestErr error  // why the request cannot be written (every check fails with it)
+	// request is the first request as written, when no header is
+	// injected: by the first check (not at Open, so that opening 100,000
+	// checkers at a restart does not write 100,000 requests before
+	// serving); checks never overlap (engine.Checker). requestErr is why it
+	// cannot be written (every check fails with it).
+	request    []byte
+	requestErr error
 	transport  *httpTransport
 }
 
@@ -83,7 +88,7 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		tlsCfg = nil
 	}
 	lazyTLS := func() (*tls.Config, error) { return probeTLS(g.TLS, u) }
-	header, host := probeHeader(g.Headers, o.UserAgent)
+	_, host := probeHeader(g.Headers, o.UserAgent)
 	// HTTP/1.1 only (no ALPN), no proxy and no compression, as kubelet.
 	// The dial and the TLS handshake end with the check; the response's
 	// header is bounded in bytes.
@@ -99,13 +104,19 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		keepAlive: !g.DisableKeepAlive,
 		transport: newHTTPTransport(o.dialer(g.DisableKeepAlive), tlsCfg, lazyTLS, !g.DisableKeepAlive, o.MaxHeaderBytes),
 	}
-	if c.inject == nil {
+	return c, nil
+}
+
+// firstRequest returns the first request of a check without injected
+// headers, writing it on the first call.
+func (c *httpChecker) firstRequest() ([]byte, error) {
+	if c.request == nil && c.requestErr == nil {
+		req, err := c.writeRequest(nil, c.target, c.header(), c.host)
 		// Copied to its length: the buffer it was written in grew by
 		// doubling, and the checker keeps it as long as the probe lives.
-		req, err := c.writeRequest(nil, u, header, host)
 		c.request, c.requestErr = bytes.Clone(req), err
 	}
-	return c, nil
+	return c.request, c.requestErr
 }
 
 // header returns a new map of the first request's headers: the spec's,
@@ -346,11 +357,14 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 	// first.header stays nil (built by redirect if needed) unless headers
 	// are injected.
 	first := &hop{url: c.target, host: c.host}
-	req, reqErr := c.request, c.requestErr
+	var req []byte
+	var reqErr error
 	if c.inject != nil {
 		first.header = c.header()
 		c.inject(ctx, first.header)
 		req, reqErr = c.writeRequest(nil, first.url, first.header, first.host)
+	} else {
+		req, reqErr = c.firstRequest()
 	}
 	h, key := first, c.key
 	for n := 1; ; n++ {
