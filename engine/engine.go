@@ -285,6 +285,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
+// Running returns a channel closed once Run has taken every stored target
+// in hand: from then on the engine answers calls.
+func (e *Engine) Running() <-chan struct{} { return e.running }
+
 // awaitRunning waits until Run has started.
 func (e *Engine) awaitRunning(ctx context.Context) error {
 	select {
