@@ -57,9 +57,9 @@ type httpChecker struct {
 	maxBody  int
 	inject   func(context.Context, http.Header)
 
-	target     *url.URL // url, parsed
-	key        string   // of target's connections
-	keepAlive  bool
+	target    *url.URL // url, parsed
+	key       string   // of target's connections
+	keepAlive bool
 	// request is the first request as written, when no header is
 	// injected: by the first check (not at Open, so that opening 100,000
 	// checkers at a restart does not write 100,000 requests before
