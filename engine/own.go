@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/probed/probed/engine/probe"
 )
@@ -191,8 +193,18 @@ func (e *Engine) ownAll() {
 	// One pass over the view instead of a lookup by name per target (at
 	// 100,000 targets the lookups took ~0.8 s of a restart).
 	published := e.feed.byName()
-	for _, en := range entries {
-		t, ok := published[en.name]
-		e.ownPublished(en, true, t, ok)
+	// Taken in hand on every CPU: opening a checker and scheduling a
+	// probe is most of a restart's work once the store is loaded, and
+	// targets share nothing but the executor's and the wheel's locks.
+	workers := min(runtime.GOMAXPROCS(0), max(len(entries)/1000, 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, en := range entries[w*len(entries)/workers : (w+1)*len(entries)/workers] {
+				t, ok := published[en.name]
+				e.ownPublished(en, true, t, ok)
+			}
+		})
 	}
+	wg.Wait()
 }
