@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,10 @@ import (
 
 // maxIdleWorkers bounds the probe goroutines kept waiting for work.
 const maxIdleWorkers = 256
+
+// keepIdleWorkers is how many idle probe goroutines per CPU outlive a
+// trim (see pool.trim): the rest of those a burst left idle end.
+const keepIdleWorkers = 4
 
 // executor runs probes. Every run of a probe goes through it — the timer
 // wheel's fires, the first run when a probe starts, and triggers — so one
@@ -86,7 +91,7 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 // shutdown, after ctx is done, to stop.
 func (x *executor) begin(ctx context.Context) {
 	x.poolMu.Lock()
-	x.pool = newPool(maxIdleWorkers, func(j job) { x.step(ctx, j.r, j.gen) })
+	x.pool = newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) })
 	x.poolMu.Unlock()
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
@@ -110,6 +115,17 @@ func (x *executor) shutdown() {
 	x.poolMu.Unlock()
 	if p != nil {
 		p.close()
+	}
+}
+
+// trimPool ends the probe goroutines that a burst left idle and no run
+// needed since the previous call (see pool.trim).
+func (x *executor) trimPool() {
+	x.poolMu.Lock()
+	p := x.pool
+	x.poolMu.Unlock()
+	if p != nil {
+		p.trim()
 	}
 }
 
