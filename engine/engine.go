@@ -342,7 +342,7 @@ func (e *Engine) lose(names []string) {
 		en := e.targets[name]
 		delete(e.targets, name)
 		if en != nil {
-			e.countClientLocked(en.status.Client, -1)
+			e.countClientLocked(en.client, -1)
 		}
 		e.mu.Unlock()
 		e.feed.forget(name)

@@ -26,7 +26,7 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if e.shared != nil {
 		return e.createShared(ctx, spec, client, now)
 	}
-	en := &entry{name: spec.Name, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
+	en := &entry{name: spec.Name, client: client, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
 		e.disownLocked(en, nil)
@@ -84,7 +84,7 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
 		}
 	}
-	en := &entry{name: spec.Name, spec: spec, status: &status}
+	en := &entry{name: spec.Name, client: client, spec: spec, status: &status}
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
 	created.Create = true
 	done, err := e.commits.submit([]*Change{created}, true)

@@ -173,7 +173,7 @@ func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*
 
 // restore registers a stored target, not owned yet (Open, before Run).
 func (e *Engine) restore(t *Target) {
-	en := &entry{name: t.Spec.Name}
+	en := &entry{name: t.Spec.Name, client: t.Status.Client}
 	en.share(t)
 	e.targets[en.name] = en
 	e.countClientLocked(t.Status.Client, 1)

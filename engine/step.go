@@ -174,14 +174,15 @@ func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Ti
 			t.Status.Probes[typ].Effective = r.eff // floors applied
 		}
 	}
-	// The entry keeps t's status until its next write (one copy, not two).
-	en.status, en.shared = &t.Status, true
+	// Once t is committed the entry shares its status (one copy, not
+	// two), unless it changed in between.
+	en.built = t
 	ev.Name, ev.Time, ev.Labels = en.name, now, en.spec.Labels
 	ev.Started, ev.Ready, ev.Live = t.Status.Started(), t.Status.Ready(), t.Status.Live()
 	if ev.Kind.Lifecycle() {
 		ev.Target = t
 	}
-	c := &Change{Name: en.name, Target: t, SpecChanged: specChanged, Event: ev}
+	c := &Change{Name: en.name, Target: t, SpecChanged: specChanged, Event: ev, entry: en}
 	if ev.Ready && !en.wasReady {
 		en.wasReady = true
 		c.readyAfter, c.becameReady = now.Sub(en.status.StartTime), true

@@ -96,6 +96,9 @@ type Change struct {
 	// Observer.Ready once the change is durable.
 	becameReady bool
 	readyAfter  time.Duration
+	// entry is the entry the change was built from (changeLocked), which
+	// adopts Target's status once committed.
+	entry *entry
 }
 
 // SetRevision records the revision Commit assigned to the change: on the
