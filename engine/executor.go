@@ -223,7 +223,8 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 			return nil, err
 		}
 	}
-	r.waiters = append(r.waiters, ch)
+	a := r.afterRunLocked()
+	a.waiters = append(a.waiters, ch)
 	return ch, nil
 }
 
@@ -232,16 +233,15 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 // ID of a retired runner, clears busy and releases what acquire counted.
 // entry.mu held.
 func (x *executor) end(r *runner, res runResult) {
-	for _, w := range r.waiters {
-		w <- res
+	if a := r.after; a != nil {
+		r.after = nil
+		for _, w := range a.waiters {
+			w <- res
+		}
+		for _, c := range a.closing {
+			c.Close()
+		}
 	}
-	clear(r.waiters)
-	r.waiters = r.waiters[:0]
-	for _, c := range r.closing {
-		c.Close()
-	}
-	clear(r.closing)
-	r.closing = r.closing[:0]
 	r.run = nil
 	r.busy.Store(false)
 	if r.retired {
@@ -268,7 +268,8 @@ func (x *executor) retire(r *runner) <-chan runResult {
 		return nil
 	}
 	ch := make(chan runResult, 1)
-	r.waiters = append(r.waiters, ch)
+	a := r.afterRunLocked()
+	a.waiters = append(a.waiters, ch)
 	return ch
 }
 
