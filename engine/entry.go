@@ -40,7 +40,8 @@ type entry struct {
 }
 
 // edit returns en's status for writing, copying it first when it is the
-// status of a built Target (which is immutable once built); en.mu held.
+// status of a committed or loaded Target (immutable: it may be published);
+// en.mu held.
 func (en *entry) edit() *Status {
 	en.built = nil
 	if en.shared {
