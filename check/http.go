@@ -47,20 +47,26 @@ const redacted = "REDACTED"
 // connection alive between checks for this probe alone. An idle probe
 // holds a file descriptor: no goroutine, no buffer.
 type httpChecker struct {
-	url      string      // the probe URL
-	header   http.Header // request headers (the spec's, User-Agent, Accept)
-	custom   []string    // names of the spec's headers, canonical
-	ua       string      // the default User-Agent
-	host     string      // Host header override ("" means from the URL)
-	expected string      // ExpectedBody ("" means any body)
+	// headers are the spec's (shared with it): the request's header map
+	// is built from them only when a check needs one (see header), since
+	// most checks send the request written at Open.
+	headers  []probe.Header
+	ua       string // the default User-Agent
+	host     string // Host header override ("" means from the URL)
+	expected string // ExpectedBody ("" means any body)
 	maxBody  int
 	inject   func(context.Context, http.Header)
 
-	target     *url.URL // url, parsed
-	key        string   // of target's connections
-	keepAlive  bool
-	request    []byte // the first request as written, when no header is injected
-	requestErr error  // why the request cannot be written (every check fails with it)
+	target    *url.URL // url, parsed
+	key       string   // of target's connections
+	keepAlive bool
+	// request is the first request as written, when no header is
+	// injected: by the first check (not at Open, so that opening 100,000
+	// checkers at a restart does not write 100,000 requests before
+	// serving); checks never overlap (engine.Checker). requestErr is why it
+	// cannot be written (every check fails with it).
+	request    []byte
+	requestErr error
 	transport  *httpTransport
 }
 
@@ -82,13 +88,12 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		tlsCfg = nil
 	}
 	lazyTLS := func() (*tls.Config, error) { return probeTLS(g.TLS, u) }
-	header, host := probeHeader(g.Headers, o.UserAgent)
+	_, host := probeHeader(g.Headers, o.UserAgent)
 	// HTTP/1.1 only (no ALPN), no proxy and no compression, as kubelet.
 	// The dial and the TLS handshake end with the check; the response's
 	// header is bounded in bytes.
 	c := &httpChecker{
-		url:       u.String(),
-		header:    header,
+		headers:   g.Headers,
 		ua:        o.UserAgent,
 		host:      host,
 		expected:  g.ExpectedBody,
@@ -99,13 +104,26 @@ func newHTTPChecker(g *probe.HTTPGet, o *Options) (*httpChecker, error) {
 		keepAlive: !g.DisableKeepAlive,
 		transport: newHTTPTransport(o.dialer(g.DisableKeepAlive), tlsCfg, lazyTLS, !g.DisableKeepAlive, o.MaxHeaderBytes),
 	}
-	for _, h := range g.Headers {
-		c.custom = append(c.custom, http.CanonicalHeaderKey(h.Name))
-	}
-	if c.inject == nil {
-		c.request, c.requestErr = c.writeRequest(nil, u, header, host)
-	}
 	return c, nil
+}
+
+// firstRequest returns the first request of a check without injected
+// headers, writing it on the first call.
+func (c *httpChecker) firstRequest() ([]byte, error) {
+	if c.request == nil && c.requestErr == nil {
+		req, err := c.writeRequest(nil, c.target, c.header(), c.host)
+		// Copied to its length: the buffer it was written in grew by
+		// doubling, and the checker keeps it as long as the probe lives.
+		c.request, c.requestErr = bytes.Clone(req), err
+	}
+	return c.request, c.requestErr
+}
+
+// header returns a new map of the first request's headers: the spec's,
+// User-Agent and Accept (see probeHeader).
+func (c *httpChecker) header() http.Header {
+	h, _ := probeHeader(c.headers, c.ua)
+	return h
 }
 
 // probeTLS is the TLS configuration of an HTTPS probe of u: t's, with
@@ -230,7 +248,12 @@ func (c *httpChecker) redirect(resp *http.Response, u *url.URL, n int, first *ho
 	if err != nil {
 		return nil, urlError(u, fmt.Errorf("failed to parse Location header %q: %w", loc, err))
 	}
-	h := &hop{url: next, header: first.header.Clone()}
+	h := &hop{url: next}
+	if first.header != nil {
+		h.header = first.header.Clone()
+	} else {
+		h.header = c.header()
+	}
 	if c.host != "" && c.host != c.target.Host {
 		// A Host header set by the spec stays for a relative Location.
 		if l, _ := url.Parse(loc); l != nil && !l.IsAbs() {
@@ -247,8 +270,8 @@ func (c *httpChecker) redirect(resp *http.Response, u *url.URL, n int, first *ho
 		return nil, &url.Error{Op: "Get", URL: loc, Err: errTooManyRedirects}
 	}
 	if !sameOrigin(next, first.url) {
-		for _, name := range c.custom {
-			h.header.Del(name)
+		for _, x := range c.headers {
+			h.header.Del(x.Name)
 		}
 		h.header.Del("Referer") // the previous URL: its query may be a secret
 		if h.header.Get("User-Agent") == "" {
@@ -331,12 +354,17 @@ func (c *httpChecker) Check(ctx context.Context) probe.Outcome {
 }
 
 func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, string) {
-	first := &hop{url: c.target, header: c.header, host: c.host}
-	req, reqErr := c.request, c.requestErr
+	// first.header stays nil (built by redirect if needed) unless headers
+	// are injected.
+	first := &hop{url: c.target, host: c.host}
+	var req []byte
+	var reqErr error
 	if c.inject != nil {
-		first.header = c.header.Clone()
+		first.header = c.header()
 		c.inject(ctx, first.header)
 		req, reqErr = c.writeRequest(nil, first.url, first.header, first.host)
+	} else {
+		req, reqErr = c.firstRequest()
 	}
 	h, key := first, c.key
 	for n := 1; ; n++ {

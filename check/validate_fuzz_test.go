@@ -59,11 +59,11 @@ func FuzzValidSpecRuns(f *testing.F) {
 		switch {
 		case h.HTTPGet != nil:
 			hc := c.(*httpChecker)
-			req, err := http.NewRequest(http.MethodGet, hc.url, nil)
+			req, err := http.NewRequest(http.MethodGet, hc.target.String(), nil)
 			if err != nil {
 				t.Fatalf("a valid spec makes no request: %v\n%s", err, data)
 			}
-			req.Header = hc.header.Clone()
+			req.Header = hc.header()
 			req.Host = hc.host
 			if err := req.Write(&bytes.Buffer{}); err != nil {
 				t.Fatalf("a valid spec's request cannot be written: %v\n%s", err, data)

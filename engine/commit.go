@@ -297,6 +297,11 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		return c.refused(batch, err)
 	}
 	took := c.clock.Since(start)
+	for _, ch := range changes {
+		if ch.entry != nil && ch.Target != nil {
+			ch.entry.adopt(ch.Target)
+		}
+	}
 	last := changes[len(changes)-1].Event.Revision
 	c.mu.Lock()
 	c.stats.Commits++

@@ -88,7 +88,7 @@ func (e *Engine) remove(ctx context.Context, en *entry) error {
 		e.mu.Lock()
 		if e.targets[en.name] == en {
 			delete(e.targets, en.name)
-			e.countClientLocked(en.status.Client, -1)
+			e.countClientLocked(en.client, -1)
 		}
 		e.mu.Unlock()
 	}

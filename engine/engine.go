@@ -290,6 +290,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
+// Running returns a channel closed once Run has taken every stored target
+// in hand: from then on the engine answers calls.
+func (e *Engine) Running() <-chan struct{} { return e.running }
+
 // awaitRunning waits until Run has started.
 func (e *Engine) awaitRunning(ctx context.Context) error {
 	select {
@@ -343,7 +347,7 @@ func (e *Engine) lose(names []string) {
 		en := e.targets[name]
 		delete(e.targets, name)
 		if en != nil {
-			e.countClientLocked(en.status.Client, -1)
+			e.countClientLocked(en.client, -1)
 		}
 		e.mu.Unlock()
 		e.feed.forget(name)

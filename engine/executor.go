@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,10 @@ import (
 
 // maxIdleWorkers bounds the probe goroutines kept waiting for work.
 const maxIdleWorkers = 256
+
+// keepIdleWorkers is how many idle probe goroutines per CPU outlive a
+// trim (see pool.trim): the rest of those a burst left idle end.
+const keepIdleWorkers = 4
 
 // executor runs probes. Every run of a probe goes through it — the timer
 // wheel's fires, the first run when a probe starts, and triggers — so one
@@ -87,7 +92,7 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 // shutdown, after ctx is done, to stop.
 func (x *executor) begin(ctx context.Context) {
 	x.poolMu.Lock()
-	x.pool = newPool(maxIdleWorkers, func(j job) { x.step(ctx, j.r, j.gen) })
+	x.pool = newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) })
 	x.poolMu.Unlock()
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
@@ -111,6 +116,17 @@ func (x *executor) shutdown() {
 	x.poolMu.Unlock()
 	if p != nil {
 		p.close()
+	}
+}
+
+// trimPool ends the probe goroutines that a burst left idle and no run
+// needed since the previous call (see pool.trim).
+func (x *executor) trimPool() {
+	x.poolMu.Lock()
+	p := x.pool
+	x.poolMu.Unlock()
+	if p != nil {
+		p.trim()
 	}
 }
 
@@ -212,7 +228,8 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 			return nil, err
 		}
 	}
-	r.waiters = append(r.waiters, ch)
+	a := r.afterRunLocked()
+	a.waiters = append(a.waiters, ch)
 	return ch, nil
 }
 
@@ -221,16 +238,15 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 // ID of a retired runner, clears busy and releases what acquire counted.
 // entry.mu held.
 func (x *executor) end(r *runner, res runResult) {
-	for _, w := range r.waiters {
-		w <- res
+	if a := r.after; a != nil {
+		r.after = nil
+		for _, w := range a.waiters {
+			w <- res
+		}
+		for _, c := range a.closing {
+			c.Close()
+		}
 	}
-	clear(r.waiters)
-	r.waiters = r.waiters[:0]
-	for _, c := range r.closing {
-		c.Close()
-	}
-	clear(r.closing)
-	r.closing = r.closing[:0]
 	r.run = nil
 	r.busy.Store(false)
 	if r.retired {
@@ -257,7 +273,8 @@ func (x *executor) retire(r *runner) <-chan runResult {
 		return nil
 	}
 	ch := make(chan runResult, 1)
-	r.waiters = append(r.waiters, ch)
+	a := r.afterRunLocked()
+	a.waiters = append(a.waiters, ch)
 	return ch
 }
 

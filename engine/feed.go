@@ -226,6 +226,18 @@ func (f *feed) get(name string) (*Target, bool) {
 	return f.view.Get(&Target{Spec: nameOnly(name)})
 }
 
+// byName returns every published target by name.
+func (f *feed) byName() map[string]*Target {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]*Target, f.view.Len())
+	f.view.Ascend(func(t *Target) bool {
+		m[t.Spec.Name] = t
+		return true
+	})
+	return m
+}
+
 // forget drops a target from the view without an event: its ownership
 // was lost, so this engine reports it no more (its history stays).
 func (f *feed) forget(name string) {

@@ -41,7 +41,7 @@ func (e *Engine) applyFollowed(changes []*Change) {
 		case c.Delete:
 			if en != nil {
 				delete(e.targets, c.Name)
-				e.countClientLocked(en.status.Client, -1)
+				e.countClientLocked(en.client, -1)
 			}
 			e.mu.Unlock()
 			if en != nil {
@@ -51,9 +51,10 @@ func (e *Engine) applyFollowed(changes []*Change) {
 				en.mu.Unlock()
 			}
 		case en == nil && c.Target != nil:
-			en = &entry{name: c.Name, spec: c.Target.Spec, status: c.Target.Status}
+			en = &entry{name: c.Name, client: c.Target.Status.Client}
+			en.share(c.Target)
 			e.targets[c.Name] = en
-			e.countClientLocked(en.status.Client, 1)
+			e.countClientLocked(en.client, 1)
 			e.mu.Unlock()
 			if e.owns(c.Name) {
 				// Just created: its probes start now, as Create's do.
@@ -64,7 +65,7 @@ func (e *Engine) applyFollowed(changes []*Change) {
 			if en != nil && c.Target != nil {
 				en.mu.Lock()
 				if !en.owned {
-					en.spec, en.status = c.Target.Spec, c.Target.Status
+					en.share(c.Target)
 				}
 				en.mu.Unlock()
 			}

@@ -54,7 +54,7 @@ func (e *Engine) shortenGrace(ctx context.Context, en *entry, d time.Duration) (
 		return e.Get(ctx, en.name) // no sooner: nothing changes
 	}
 	g := elapsed + d // less than the current grace period: no overflow
-	en.status.DeletionGracePeriod = &g
+	en.edit().DeletionGracePeriod = &g
 	if en.drain != nil {
 		en.drain.Stop()
 		en.drain = nil

@@ -26,7 +26,7 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if e.shared != nil {
 		return e.createShared(ctx, spec, client, now)
 	}
-	en := &entry{name: spec.Name, spec: spec, owned: true, status: Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
+	en := &entry{name: spec.Name, client: client, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
 		e.disownLocked(en, nil)
@@ -91,7 +91,7 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
 		}
 	}
-	en := &entry{name: spec.Name, spec: spec, status: status}
+	en := &entry{name: spec.Name, client: client, spec: spec, status: &status}
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
 	created.Create = true
 	done, err := e.commits.submit([]*Change{created}, true)
@@ -165,7 +165,7 @@ func (e *Engine) openRunnersLocked(en *entry) error {
 		if err != nil {
 			return err
 		}
-		en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result}
+		en.edit().Probes[t] = ProbeStatus{Present: true, Result: r.state.Result}
 		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
 		if err != nil {
 			return fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
@@ -364,7 +364,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		case p == nil: // removed
 			e.exec.retire(r)
 			en.runners[t] = nil
-			en.status.Probes[t] = ProbeStatus{}
+			en.edit().Probes[t] = ProbeStatus{}
 		case r == nil: // added
 			r = added[t]
 			r.checker = checkers[t]
@@ -372,7 +372,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 			if t == probe.Startup && wasStarted {
 				r.state = probe.State{Result: probe.Success, HasInitialized: true}
 			}
-			en.status.Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
+			en.edit().Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
 		default: // kept
 			if c, ok := checkers[t]; ok {
 				r.replaceChecker(c)
@@ -416,12 +416,12 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 		// Back to the initial state: no run, not initialized, and the
 		// initial result (a transition if it differs).
 		r.state = probe.State{Result: r.state.Result}
-		en.status.Probes[r.typ].HasInitialized = false
+		en.edit().Probes[r.typ].HasInitialized = false
 		if c := e.publishLocked(en, r, probe.Initial(r.typ).Result, "target reset", ReasonReset, now); c != nil {
 			changes = append(changes, c)
 		}
 	}
-	en.status.StartTime = now
+	en.edit().StartTime = now
 	en.wasReady = false
 	reset := e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now)
 	changes = append(changes, reset)
@@ -452,9 +452,8 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
 	}
 	now := e.clock.Now()
-	en.status.Phase = Terminating
-	en.status.DeleteTime = now
-	en.status.DeletionGracePeriod = o.grace
+	st := en.edit()
+	st.Phase, st.DeleteTime, st.DeletionGracePeriod = Terminating, now, o.grace
 	var changes []*Change
 	for _, r := range en.runners {
 		if r == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/probed/probed/engine/probe"
 )
@@ -46,13 +48,19 @@ func (e *Engine) Own(ctx context.Context, names ...string) error {
 // without, they run at once (a target just created).
 func (e *Engine) ownEntry(en *entry, spread bool) {
 	published, ok := e.feed.get(en.name)
+	e.ownPublished(en, spread, published, ok)
+}
+
+// ownPublished is ownEntry with the published target (ok false: none)
+// looked up by the caller.
+func (e *Engine) ownPublished(en *entry, spread bool, published *Target, ok bool) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	if en.owned || en.removed {
 		return
 	}
 	if ok {
-		en.spec, en.status = published.Spec, published.Status
+		en.share(published)
 	}
 	en.wasReady = en.status.Ready()
 	for _, typ := range probe.Types {
@@ -165,7 +173,8 @@ func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*
 
 // restore registers a stored target, not owned yet (Open, before Run).
 func (e *Engine) restore(t *Target) {
-	en := &entry{name: t.Spec.Name, spec: t.Spec, status: t.Status}
+	en := &entry{name: t.Spec.Name, client: t.Status.Client}
+	en.share(t)
 	e.targets[en.name] = en
 	e.countClientLocked(t.Status.Client, 1)
 }
@@ -181,7 +190,21 @@ func (e *Engine) ownAll() {
 		}
 	}
 	e.mu.Unlock()
-	for _, en := range entries {
-		e.ownEntry(en, true)
+	// One pass over the view instead of a lookup by name per target (at
+	// 100,000 targets the lookups took ~0.8 s of a restart).
+	published := e.feed.byName()
+	// Taken in hand on every CPU: opening a checker and scheduling a
+	// probe is most of a restart's work once the store is loaded, and
+	// targets share nothing but the executor's and the wheel's locks.
+	workers := min(runtime.GOMAXPROCS(0), max(len(entries)/1000, 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, en := range entries[w*len(entries)/workers : (w+1)*len(entries)/workers] {
+				t, ok := published[en.name]
+				e.ownPublished(en, true, t, ok)
+			}
+		})
 	}
+	wg.Wait()
 }

@@ -10,12 +10,18 @@ import (
 // holds up another's run; a worker that finds maxIdle others idle exits, so
 // a burst of hanging probes does not leave thousands of goroutines behind.
 // Reuse matters for cost: a fresh goroutine grows its stack through the
-// HTTP client's call depth on every probe.
+// HTTP client's call depth on every probe. Workers a burst left idle and
+// that no run needed since are retired by trim, down to keepIdle.
 type pool struct {
-	exec    func(job)
-	work    chan job // unbuffered: a send succeeds only to a waiting worker
-	maxIdle int32
-	idle    atomic.Int32
+	exec     func(job)
+	work     chan job // unbuffered: a send succeeds only to a waiting worker
+	maxIdle  int32
+	keepIdle int32 // trim leaves this many idle workers
+	idle     atomic.Int32
+	// low is the fewest workers idle since the last trim: that many were
+	// not needed by any run in the meantime.
+	low    atomic.Int32
+	retire chan struct{} // unbuffered: a send ends one idle worker
 
 	mu      sync.RWMutex // held for reading while spawning, for writing by close
 	stopped bool         // guarded by mu
@@ -29,8 +35,38 @@ type job struct {
 	gen uint64
 }
 
-func newPool(maxIdle int, exec func(job)) *pool {
-	return &pool{exec: exec, work: make(chan job), maxIdle: int32(maxIdle), stop: make(chan struct{})}
+func newPool(maxIdle, keepIdle int, exec func(job)) *pool {
+	return &pool{
+		exec: exec, work: make(chan job), maxIdle: int32(maxIdle), keepIdle: int32(keepIdle),
+		retire: make(chan struct{}), stop: make(chan struct{}),
+	}
+}
+
+// trim ends the idle workers beyond keepIdle that stayed idle since the
+// previous trim (none was needed by a run), and starts the next period.
+// Called periodically, it lets goroutines follow the probes in flight
+// back down after a burst.
+func (p *pool) trim() {
+	defer func() { p.low.Store(p.idle.Load()) }()
+	for surplus := p.low.Load() - p.keepIdle; surplus > 0; surplus-- {
+		select {
+		case p.retire <- struct{}{}:
+			p.idle.Add(-1) // here, so that the next period starts from the right count
+		default:
+			return // fewer idle now: they are working
+		}
+	}
+}
+
+// taken records that an idle worker took a run.
+func (p *pool) taken() {
+	n := p.idle.Add(-1)
+	for {
+		low := p.low.Load()
+		if n >= low || p.low.CompareAndSwap(low, n) {
+			return
+		}
+	}
 }
 
 // submit runs j on a worker; it reports false, running nothing, once the
@@ -61,7 +97,9 @@ func (p *pool) worker(j job) {
 		}
 		select {
 		case j = <-p.work:
-			p.idle.Add(-1)
+			p.taken()
+		case <-p.retire: // trim counted it
+			return
 		case <-p.stop:
 			p.idle.Add(-1)
 			return

@@ -53,9 +53,24 @@ type runner struct {
 	// of the same wheel ID and is stale.
 	firstDue atomic.Int64
 	// Guarded by entry.mu:
+	run   *runControl // the run in progress, once it has started checking
+	after *afterRun   // nil unless something waits for the run in progress
+}
+
+// afterRun is what waits for a runner's run in progress to end. Rare (a
+// trigger during a run, a checker replaced by an update), so a runner
+// holds it only then.
+type afterRun struct {
 	waiters []chan<- runResult // triggers waiting for the run in progress
-	run     *runControl        // the run in progress, once it has started checking
 	closing []Checker          // replaced while the run in progress used them: closed when it ends
+}
+
+// afterRunLocked returns r's afterRun, making it; entry.mu held.
+func (r *runner) afterRunLocked() *afterRun {
+	if r.after == nil {
+		r.after = &afterRun{}
+	}
+	return r.after
 }
 
 // runResult is what a trigger waiting for a run receives: the run's
@@ -92,7 +107,8 @@ func (r *runner) replaceChecker(c Checker) {
 		return
 	}
 	if r.busy.Load() {
-		r.closing = append(r.closing, old)
+		a := r.afterRunLocked()
+		a.closing = append(a.closing, old)
 	} else {
 		old.Close()
 	}

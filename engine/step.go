@@ -119,7 +119,7 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 		return nil, nil
 	}
 	now := e.clock.Now()
-	ps := &en.status.Probes[r.typ]
+	ps := &en.edit().Probes[r.typ]
 	ps.Result, ps.HasInitialized = next.Result, next.HasInitialized
 	// The published status (events, snapshots, the store) carries the
 	// outcome that caused the change; Get and List add the live figures.
@@ -171,18 +171,21 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 // since its creation or reset carries that, for Observer.Ready once the
 // change is durable.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
-	t := &Target{Spec: en.spec, Status: en.status}
+	t := &Target{Spec: en.spec, Status: *en.status}
 	for typ, r := range en.runners {
 		if r != nil {
 			t.Status.Probes[typ].Effective = r.eff // floors applied
 		}
 	}
+	// Once t is committed the entry shares its status (one copy, not
+	// two), unless it changed in between.
+	en.built = t
 	ev.Name, ev.Time, ev.Labels = en.name, now, en.spec.Labels
 	ev.Started, ev.Ready, ev.Live = t.Status.Started(), t.Status.Ready(), t.Status.Live()
 	if ev.Kind.Lifecycle() {
 		ev.Target = t
 	}
-	c := &Change{Name: en.name, Target: t, SpecChanged: specChanged, Event: ev}
+	c := &Change{Name: en.name, Target: t, SpecChanged: specChanged, Event: ev, entry: en}
 	if ev.Ready && !en.wasReady {
 		en.wasReady = true
 		c.readyAfter, c.becameReady = now.Sub(en.status.StartTime), true
@@ -199,7 +202,7 @@ func (e *Engine) publishLocked(en *entry, r *runner, to probe.Result, message, r
 		return nil
 	}
 	r.state.Result = to
-	ps := &en.status.Probes[r.typ]
+	ps := &en.edit().Probes[r.typ]
 	ps.Result, ps.LastTransitionTime = to, now
 	return e.changeLocked(en, Event{Kind: KindTransition, Probe: r.typ, From: from, To: to, Message: message, Reason: reason}, false, now)
 }

@@ -99,6 +99,9 @@ type Change struct {
 	// written, when set, is called once the change is written or will
 	// never be (refused, failed, the engine stopped).
 	written func()
+	// entry is the entry the change was built from (changeLocked), which
+	// adopts Target's status once committed.
+	entry *entry
 }
 
 // SetRevision records the revision Commit assigned to the change: on the

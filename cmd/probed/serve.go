@@ -45,6 +45,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 	}()
 
+	// Loading the store and taking every target in hand grow the heap
+	// from nothing to its working size: collect less often until the
+	// engine runs.
+	endStartupGC := startupGC()
+	defer endStartupGC()
 	be, err := openBackend(ctx, cfg, sec, tel, log)
 	if err != nil {
 		return err
@@ -109,6 +114,13 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	var wg sync.WaitGroup
 	engineErr := make(chan error, 1)
 	wg.Go(func() { engineErr <- eng.Run(engineCtx) })
+	wg.Go(func() {
+		select {
+		case <-eng.Running():
+		case <-engineCtx.Done():
+		}
+		endStartupGC()
+	})
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- g.Serve(lis) })
 	// Cluster membership starts once the engine runs (it takes shards, and

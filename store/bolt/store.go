@@ -81,7 +81,7 @@ func readSafely(path string, fn func() error) (err error) {
 
 // load reads everything in tx, whose values are in format f; path names
 // the file in errors.
-func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
+func load(tx *bbolt.Tx, path string, f format) (out *engine.Stored, err error) {
 	rev, _ := readU64(tx.Bucket(bucketMeta).Get(keyRevision))
 	st := &engine.Stored{Revision: rev}
 	if b := tx.Bucket(bucketMeta).Get(keyCompacted); b != nil {
@@ -91,8 +91,31 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 		}
 		st.Compacted = c
 	}
+	// The events decode on another goroutine while the targets decode
+	// here (each is about half of a restart's load); a read-only
+	// transaction's buckets may be read concurrently. It is waited for
+	// whatever happens here (a panic included: the transaction must
+	// outlive it).
+	events := make(chan error, 1)
+	evBucket := tx.Bucket(bucketEvents)
+	go func() {
+		events <- readSafely(path, func() error { return loadEvents(evBucket, path, f, rev, st) })
+	}()
+	defer func() {
+		if eerr := <-events; err == nil && eerr != nil {
+			out, err = nil, eerr
+		}
+	}()
+	if err := loadTargets(tx, path, f, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// loadTargets decodes every target of tx into st.Targets.
+func loadTargets(tx *bbolt.Tx, path string, f format, st *engine.Stored) error {
 	statuses := tx.Bucket(bucketStatuses)
-	err := tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
+	return tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
 		t := &engine.Target{Spec: &target.Spec{}}
 		if err := f.spec(v, t.Spec); err != nil {
 			return undecodable(path, err, "spec of target %q", k)
@@ -110,10 +133,12 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 		st.Targets = append(st.Targets, t)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	err = tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+}
+
+// loadEvents decodes every event of b, the events bucket, into st.Events;
+// rev is the stored revision.
+func loadEvents(b *bbolt.Bucket, path string, f format, rev uint64, st *engine.Stored) error {
+	return b.ForEach(func(k, v []byte) error {
 		r, ok := readU64(k)
 		if !ok {
 			return corrupt(path, nil, "event key %x is not a revision", k)
@@ -131,10 +156,6 @@ func load(tx *bbolt.Tx, path string, f format) (*engine.Stored, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // Commit writes the changes in one transaction, fsync'd before it
