@@ -63,6 +63,10 @@ const (
 	DefaultHistoryBytes = 64 << 20
 	DefaultWatchBuffer  = 10_000
 	DefaultMaxInflight  = 100_000
+	// DefaultMaxUnwritten is Options.MaxUnwritten's default: about a
+	// second of etcd's transactions (63 changes each), enough to ride
+	// out an etcd leader election without slowing a probe.
+	DefaultMaxUnwritten = 4096
 	// DefaultWatchBufferBytes and DefaultWatchTotalBytes bound the bytes
 	// of events pending in one watcher and in all (watch.go).
 	DefaultWatchBufferBytes = 16 << 20
@@ -93,6 +97,14 @@ type Options struct {
 	// updated target (e.g. the server's target address policy).
 	Admit       func(spec *target.Spec) field.List
 	MaxInflight int // probes running at once; default 100,000
+	// MaxUnwritten bounds the probe transitions queued for the store: past
+	// it, a probe whose last transition is not yet written skips its due
+	// runs (counted, reason "write") until it is, so a store slower than
+	// the probes (targets flapping faster than etcd takes transactions)
+	// slows those probes rather than growing the queue without bound.
+	// Below it probes never wait for the store: a short stall (an etcd
+	// election) loses no transition. Default DefaultMaxUnwritten.
+	MaxUnwritten int
 	// MaxWatchers limits the watchers open at once; beyond it Watch fails
 	// with ErrResourceExhausted. 0: no limit.
 	MaxWatchers int
@@ -147,6 +159,9 @@ func (o *Options) setDefaults() error {
 	o.WatchTotalBytes = defaultBound(o.WatchTotalBytes, DefaultWatchTotalBytes)
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.MaxUnwritten <= 0 {
+		o.MaxUnwritten = DefaultMaxUnwritten
 	}
 	if o.Tick <= 0 {
 		o.Tick = time.Millisecond

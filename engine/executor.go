@@ -44,6 +44,11 @@ type executor struct {
 	wheel       *wheel.Wheel
 	step        func(ctx context.Context, r *runner, gen uint64)
 	maxInflight int64
+	// unwritten counts the probe transitions submitted to the store and
+	// not yet written (runner.unwritten, summed); past maxUnwritten a
+	// probe with one of them skips its due runs.
+	unwritten    atomic.Int64
+	maxUnwritten int64
 	// capacity is the number of probes that can have an ID (the wheel's
 	// MaxID+1; tests lower it).
 	capacity int
@@ -76,12 +81,13 @@ type executor struct {
 
 func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *runner, uint64)) *executor {
 	x := &executor{
-		clock:       clock,
-		epoch:       clock.Now(),
-		step:        step,
-		maxInflight: int64(o.MaxInflight),
-		capacity:    int(wheel.MaxID) + 1,
-		drained:     make(chan struct{}, 1),
+		clock:        clock,
+		epoch:        clock.Now(),
+		step:         step,
+		maxInflight:  int64(o.MaxInflight),
+		maxUnwritten: int64(o.MaxUnwritten),
+		capacity:     int(wheel.MaxID) + 1,
+		drained:      make(chan struct{}, 1),
 	}
 	x.wheel = wheel.New(clock, x.dispatch, wheel.WithTick(o.Tick), wheel.WithShards(o.Shards))
 	return x
@@ -194,7 +200,7 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 		if r == nil || int64(f.Due.Sub(x.epoch)) < r.firstDue.Load() {
 			continue // freed, or a fire of the ID's previous holder
 		}
-		if r.unwritten.Load() > 0 {
+		if r.unwritten.Load() > 0 && x.unwritten.Load() >= x.maxUnwritten {
 			x.skippedWrite.Add(1)
 			continue
 		}

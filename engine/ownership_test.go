@@ -387,44 +387,59 @@ func TestCreateCancelledWhileCommitting(t *testing.T) {
 	}
 }
 
-// TestProbeWaitsForItsTransitionToBeWritten: while a probe's transition
-// is not yet written (the store is behind), its due runs are skipped and
-// counted, so the queue of writes holds at most one transition per probe
-// however fast the target flaps; once the write lands the probe runs again
-// and its next transition follows. No transition is dropped.
+// TestProbeWaitsForItsTransitionToBeWritten: while the store is behind
+// (more probe transitions queued than Options.MaxUnwritten), a probe whose
+// transition is not yet written skips its due runs, counted, so the queue
+// stays bounded however fast the target flaps; once the write lands the
+// probe runs again and its next transition follows. Below the bound (a
+// short stall, e.g. an etcd election) the probe runs on and every
+// transition it sees is queued and published. No transition is dropped.
 func TestProbeWaitsForItsTransitionToBeWritten(t *testing.T) {
-	var fs *faultStore
-	h := newHarness(t, withFaults(&fs))
-	b := h.newBackend(503)
-	p := b.probe(1, -900) // every 100ms
-	p.FailureThreshold = 1
-	h.create(&target.Spec{Name: "flappy", ReadinessProbe: p})
-	h.advance(100*time.Millisecond, 10*time.Millisecond) // failure: no event (readiness starts at failure)
-
-	// The next write waits: the transition to success is queued.
-	held, release := fs.holdNext()
-	b.set(200)
-	h.advance(100*time.Millisecond, 10*time.Millisecond)
-	waitHeld(t, held)
-	hits := b.hits.Load()
-	skipped := h.eng.Stats().SkippedWrite
-
-	// The target flaps on; its probe does not run while the write waits.
-	b.set(503)
-	h.advance(time.Second, 10*time.Millisecond)
-	if got := b.hits.Load(); got != hits {
-		t.Errorf("the probe ran %d times while its transition was not written, want 0", got-hits)
+	tests := []struct {
+		name         string
+		maxUnwritten int
+		wantRuns     int64 // while the write is held, in 10 periods
+		wantSkips    uint64
+	}{
+		{name: "store behind: the probe waits", maxUnwritten: 1, wantRuns: 0, wantSkips: 10},
+		{name: "short stall: the probe runs on", maxUnwritten: 0, wantRuns: 10, wantSkips: 0},
 	}
-	if got := h.eng.Stats().SkippedWrite - skipped; got != 10 {
-		t.Errorf("SkippedWrite grew by %d in 10 periods, want 10", got)
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fs *faultStore
+			h := newHarness(t, withFaults(&fs), func(o *engine.Options) { o.MaxUnwritten = tt.maxUnwritten })
+			b := h.newBackend(503)
+			p := b.probe(1, -900) // every 100ms
+			p.FailureThreshold = 1
+			h.create(&target.Spec{Name: "flappy", ReadinessProbe: p})
+			h.advance(100*time.Millisecond, 10*time.Millisecond) // failure: no event (readiness starts at failure)
 
-	release()
-	if ev := h.next(engine.KindTransition); ev.To != probe.Success {
-		t.Fatalf("first transition after the hold: %+v, want success", ev)
-	}
-	h.advance(100*time.Millisecond, 10*time.Millisecond)
-	if ev := h.next(engine.KindTransition); ev.To != probe.Failure {
-		t.Fatalf("next transition: %+v, want failure (the probe runs again)", ev)
+			// The next write waits: the transition to success is queued.
+			held, release := fs.holdNext()
+			b.set(200)
+			h.advance(100*time.Millisecond, 10*time.Millisecond)
+			waitHeld(t, held)
+			hits := b.hits.Load()
+			skipped := h.eng.Stats().SkippedWrite
+
+			// The target flaps on.
+			b.set(503)
+			h.advance(time.Second, 10*time.Millisecond)
+			if got := b.hits.Load() - hits; got != tt.wantRuns {
+				t.Errorf("the probe ran %d times in 10 periods while its transition was not written, want %d", got, tt.wantRuns)
+			}
+			if got := h.eng.Stats().SkippedWrite - skipped; got != tt.wantSkips {
+				t.Errorf("SkippedWrite grew by %d in 10 periods, want %d", got, tt.wantSkips)
+			}
+
+			release()
+			if ev := h.next(engine.KindTransition); ev.To != probe.Success {
+				t.Fatalf("first transition after the hold: %+v, want success", ev)
+			}
+			h.advance(100*time.Millisecond, 10*time.Millisecond)
+			if ev := h.next(engine.KindTransition); ev.To != probe.Failure {
+				t.Fatalf("next transition: %+v, want failure (seen while held, or the probe runs again)", ev)
+			}
+		})
 	}
 }

@@ -37,11 +37,11 @@ type runner struct {
 	// outcome was applied. A probe never overlaps itself.
 	busy atomic.Bool
 	// unwritten counts the probe's transitions submitted to the store and
-	// not yet written (or refused). While one is, a due fire is skipped:
-	// a probe that flaps faster than the store writes is slowed to the
-	// store's pace, so the queue of writes holds at most one transition
-	// per probe — bounded memory, bounded Watch lag, API writes not stuck
-	// behind an ever longer queue — and no transition is dropped.
+	// not yet written (or refused). While one is and the store is behind
+	// (Options.MaxUnwritten), a due fire is skipped: a probe that flaps
+	// faster than the store writes is slowed to the store's pace, so the
+	// queue of writes stays bounded — memory, Watch lag, API writes not
+	// stuck behind an ever longer queue — and no transition is dropped.
 	unwritten atomic.Int32
 	// gen is bumped (under entry.mu) when the outcomes of runs already
 	// started must be dropped; a run takes it when it is started, so a fire
