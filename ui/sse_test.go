@@ -314,9 +314,19 @@ func TestRecentPast(t *testing.T) {
 	trigger("late-flap")
 	trigger("flappy")
 	p.create(t, &target.Spec{Name: "gone"})
+	deleted, err := p.eng.Watch(t.Context(), engine.WatchOptions{Since: p.eng.Revision() + 1, Names: []string{"gone"}, Kinds: []engine.EventKind{engine.KindDeleted}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.eng.Delete(t.Context(), "gone"); err != nil {
 		t.Fatal(err)
 	}
+	// Delete returns once the target is terminating; with nothing to drain
+	// it is removed right after, on the engine's goroutine: wait for that.
+	if b, err := deleted.Next(t.Context()); err != nil || len(b.Events) == 0 {
+		t.Fatalf("waiting for gone's deletion: %+v, %v", b, err)
+	}
+	deleted.Close()
 
 	s := p.openStream(t, nil, "")
 	_, snap, recent := readSnapshotRecent(t, s, "new stream")

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -159,15 +158,11 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	stderr = &syncWriter{w: stderr}
-	dir, err := tempDir("cluster")
+	dir, stderr, cleanup, err := childRun(ctx, "cluster", &cfg.probedBin, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin, err = probedBinary(ctx, "cluster", cfg.probedBin, dir, stderr); err != nil {
-		return err
-	}
+	defer cleanup()
 	env := &clusterEnv{cfg: cfg, dir: dir, stderr: stderr, etcd: &etcdProc{endpoint: cfg.etcdEndpoint}}
 	if cfg.etcdEndpoint == "" {
 		if cfg.etcdBin, err = etcdBinary(ctx, cfg.etcdBin, dir, stderr); err != nil {

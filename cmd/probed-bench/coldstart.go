@@ -174,15 +174,11 @@ func runColdStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	stderr = &syncWriter{w: stderr}
-	dir, err := tempDir("coldstart")
+	dir, stderr, cleanup, err := childRun(ctx, "coldstart", &cfg.probedBin, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin, err = probedBinary(ctx, "coldstart", cfg.probedBin, dir, stderr); err != nil {
-		return err
-	}
+	defer cleanup()
 	periods := cfg.periods()
 	dataDir := filepath.Join(dir, "data")
 	if cfg.dataDir != "" {

@@ -180,15 +180,11 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	stderr = &syncWriter{w: stderr}
-	dir, err := tempDir("e2e")
+	dir, stderr, cleanup, err := childRun(ctx, "e2e", &cfg.probedBin, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin, err = probedBinary(ctx, "e2e", cfg.probedBin, dir, stderr); err != nil {
-		return err
-	}
+	defer cleanup()
 	most := slices.Max(cfg.targets)
 	targets, err := startTargets(ctx, (most+cfg.perListener-1)/cfg.perListener, stderr)
 	if err != nil {

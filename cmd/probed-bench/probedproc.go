@@ -258,6 +258,23 @@ func freeLoopbackAddr() (string, error) {
 // tempDir makes a temporary directory for one benchmark run.
 func tempDir(prefix string) (string, error) { return os.MkdirTemp("", "probed-bench-"+prefix+"-") }
 
+// childRun is the setup every subcommand that runs probed as a child
+// shares: stderr made safe for the children's concurrent writes, a
+// temporary directory, and the probed binary (*bin, or one built into the
+// directory). cleanup removes the directory.
+func childRun(ctx context.Context, command string, bin *string, stderr io.Writer) (dir string, w io.Writer, cleanup func(), err error) {
+	w = &syncWriter{w: stderr}
+	if dir, err = tempDir(command); err != nil {
+		return "", nil, nil, err
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) }
+	if *bin, err = probedBinary(ctx, command, *bin, dir, w); err != nil {
+		cleanup()
+		return "", nil, nil, err
+	}
+	return dir, w, cleanup, nil
+}
+
 // syncWriter serializes writes to w: the benchmarks' children write their
 // stderr through it (os/exec copies it from a goroutine when it is not a
 // file) while the parent reports progress.

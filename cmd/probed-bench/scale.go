@@ -116,15 +116,11 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	stderr = &syncWriter{w: stderr}
-	dir, err := tempDir("scale")
+	dir, stderr, cleanup, err := childRun(ctx, "scale", &cfg.probedBin, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if cfg.probedBin, err = probedBinary(ctx, "scale", cfg.probedBin, dir, stderr); err != nil {
-		return err
-	}
+	defer cleanup()
 	ports, stopTargets, err := startScaleTargets(ctx, cfg, stderr)
 	if err != nil {
 		return err
