@@ -15,11 +15,10 @@ type connNotice struct {
 	w    io.Writer
 	addr string
 
-	mu        sync.Mutex // guards the fields below
-	connected bool
-	ever      bool  // connected at least once
-	down      bool  // a failure was reported and no connection since
-	err       error // the last failure
+	mu   sync.Mutex // guards the fields below
+	ever bool       // connected at least once
+	down bool       // a failure was reported and no connection since
+	err  error      // the last failure
 }
 
 func newConnNotice(w io.Writer, addr string) *connNotice {
@@ -33,14 +32,14 @@ func (n *connNotice) state(s client.WatchState) {
 		if n.down {
 			_, _ = fmt.Fprintf(n.w, "probectl: connected to probed at %s\n", n.addr)
 		}
-		n.connected, n.ever, n.down, n.err = true, true, false, nil
+		n.ever, n.down, n.err = true, false, nil
 		return
 	}
 	n.err = s.Err
 	if n.down {
 		return // still down: said already
 	}
-	n.connected, n.down = false, true
+	n.down = true
 	if n.ever {
 		_, _ = fmt.Fprintf(n.w, "probectl: lost probed at %s: %v; reconnecting\n", n.addr, s.Err)
 		return

@@ -35,19 +35,25 @@ type backend struct {
 
 // openBackend opens the store cfg names.
 func openBackend(ctx context.Context, cfg *config, sec *security, tel *telemetry, log *slog.Logger) (*backend, error) {
+	open := openBolt
 	if cfg.cluster.store == storeEtcd {
-		b, err := openCluster(ctx, cfg, sec, tel, log)
-		if err != nil {
-			return nil, err
-		}
-		b.close = sync.OnceFunc(b.close)
-		return b, nil
+		open = openCluster
 	}
+	b, err := open(ctx, cfg, sec, tel, log)
+	if err != nil {
+		return nil, err
+	}
+	b.close = sync.OnceFunc(b.close)
+	return b, nil
+}
+
+// openBolt opens the single-node store: a bbolt file under --data-dir.
+func openBolt(_ context.Context, cfg *config, _ *security, _ *telemetry, log *slog.Logger) (*backend, error) {
 	store, err := bolt.Open(cfg.dataDir, bolt.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{
+	return &backend{
 		store: store,
 		close: func() {
 			if err := store.Close(); err != nil {
@@ -55,7 +61,5 @@ func openBackend(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			}
 		},
 		where: []any{"data_dir", cfg.dataDir},
-	}
-	b.close = sync.OnceFunc(b.close)
-	return b, nil
+	}, nil
 }

@@ -292,7 +292,8 @@ func (r replicas) Members() []server.Replica {
 func (r replicas) Shards() int { return r.cl.ShardCount() }
 
 // peers forwards calls to the replica that owns a target: one client
-// connection per replica address, kept while it is in use.
+// connection per replica address, kept until probed stops (replicas are
+// few; one that left keeps an idle connection).
 type peers struct {
 	cl    *cluster.Cluster
 	self  string
@@ -317,6 +318,8 @@ func newPeers(cl *cluster.Cluster, self string, sec *security, peerCA string, lo
 		case sec.cfg.clientCA != "":
 			if pool, err := loadPool(sec.cfg.clientCA, "--client-ca"); err == nil {
 				tc.RootCAs = pool
+			} else {
+				log.Error("forwarding to other replicas: cannot read --client-ca; using the system's roots", "err", err)
 			}
 		}
 		// With mutual TLS a replica presents its own certificate.
