@@ -69,18 +69,20 @@ func (s *Server) recent(ctx context.Context, end uint64) (*recentData, error) {
 	now := s.opts.Clock.Now()
 	from := now.Add(-s.opts.TimelineWindow)
 	d := &recentData{Timelines: map[string]*timelineView{}, From: from.UnixMilli(), To: now.UnixMilli()}
-	feed := newLastN[eventView](recentEvents)
+	// Events are kept as they are and viewed once the latest are known:
+	// the history holds up to engine.DefaultHistory of them.
+	feed := newLastN[engine.Event](recentEvents)
 	targets := map[string]*timelineState{}
 	err := s.scanHistory(ctx, nil, end, func(ev *engine.Event) {
 		if ev.Kind != engine.KindInitialized {
-			feed.add(viewEvent(ev))
+			feed.add(*ev)
 		}
 		followReadiness(targets, ev, from)
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.Events = feed.values()
+	d.Events = viewEvents(feed.values())
 	for name, tl := range targets {
 		if tl.view != nil {
 			d.Timelines[name] = tl.view

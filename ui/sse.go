@@ -219,9 +219,8 @@ func (s *Server) pump(ctx context.Context, w *engine.Watcher, out chan<- message
 				m = message{event: "recent", data: mustJSON(d), synced: true}
 			}
 		default:
-			events := make([]eventView, len(b.Events))
-			for i := range b.Events {
-				events[i] = viewEvent(&b.Events[i])
+			events := viewEvents(b.Events)
+			for i := range events {
 				if v := events[i].Target; v != nil {
 					v.Replica = s.opts.ownerOf(v.Name)
 				}

@@ -48,14 +48,14 @@ func (s *Server) serveTargetEvents(w http.ResponseWriter, r *http.Request) {
 // history returns the last n events about name that the engine's history
 // retains, oldest first (also those of a deleted target by that name).
 func (s *Server) history(ctx context.Context, name string, n int) ([]eventView, error) {
-	last := newLastN[eventView](n)
+	last := newLastN[engine.Event](n)
 	err := s.scanHistory(ctx, []string{name}, s.eng.Revision(), func(ev *engine.Event) {
-		last.add(viewEvent(ev))
+		last.add(*ev)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return last.values(), nil
+	return viewEvents(last.values()), nil
 }
 
 // viewJSON is the default Options.TargetJSON: the page's own view of t,

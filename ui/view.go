@@ -127,6 +127,15 @@ func viewTarget(t *engine.Target) *targetView {
 	return v
 }
 
+// viewEvents is viewEvent of each of evs.
+func viewEvents(evs []engine.Event) []eventView {
+	out := make([]eventView, len(evs))
+	for i := range evs {
+		out[i] = viewEvent(&evs[i])
+	}
+	return out
+}
+
 func viewEvent(ev *engine.Event) eventView {
 	v := eventView{
 		Rev:     ev.Revision,
