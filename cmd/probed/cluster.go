@@ -53,7 +53,7 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.etcdCA, "etcd-ca", "", "PEM file of the CA that signs etcd's server certificates (TLS to etcd)")
 	fs.StringVar(&c.etcdCert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
 	fs.StringVar(&c.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
-	fs.StringVar(&c.prefix, "etcd-prefix", "/probed/", "prefix of every key probed writes in etcd (several clusters can share one etcd under different prefixes)")
+	fs.StringVar(&c.prefix, "etcd-prefix", cluster.DefaultPrefix, "prefix of every key probed writes in etcd (several clusters can share one etcd under different prefixes)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 5*time.Second, "a replica that stops renewing its lease (dead, partitioned, or alive but stuck) loses its targets this long after: whole seconds, at least 2s (etcd's minimum at default timing)")
 	fs.DurationVar(&c.settle, "settle", 0, "a new replica takes targets from the others only after being a member this long (default 2 × --lease-ttl): a replica that flaps never moves targets")
 	fs.StringVar(&c.replicaID, "replica-id", "", "this replica's name in the cluster, unique among the live replicas (default: host name and --addr's port)")

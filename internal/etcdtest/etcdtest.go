@@ -36,7 +36,6 @@ type Options struct {
 
 // Cluster is a running etcd cluster of one or more members.
 type Cluster struct {
-	t       testing.TB
 	members []*embed.Etcd
 	stopped []bool
 	closing sync.WaitGroup // members killed, still closing their listeners
@@ -60,7 +59,7 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 		peers[i] = "http://" + refused.Reserve(t).Addr()
 		initial[i] = names[i] + "=" + peers[i]
 	}
-	c := &Cluster{t: t, members: make([]*embed.Etcd, n), stopped: make([]bool, n)}
+	c := &Cluster{members: make([]*embed.Etcd, n), stopped: make([]bool, n)}
 	t.Cleanup(c.stopAll)
 	for i := range n {
 		cfg := embed.NewConfig()

@@ -43,7 +43,7 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatalf("etcdtest: shared member: %v", shared.err)
 	}
 	// stopped is never set: Stop and Kill are not for a shared member.
-	return &Cluster{t: t, members: []*embed.Etcd{shared.e}, stopped: []bool{false}}
+	return &Cluster{members: []*embed.Etcd{shared.e}, stopped: []bool{false}}
 }
 
 // SharedPrefix returns a key prefix no other test of the binary has, for

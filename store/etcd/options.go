@@ -15,7 +15,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPrefix         = "/probed/"
+	DefaultPrefix         = cluster.DefaultPrefix
 	DefaultRequestTimeout = 5 * time.Second
 )
 
