@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -320,7 +321,10 @@ func (x *executor) interrupt(r *runner) {
 }
 
 // alloc gives r a wheel ID; ErrResourceExhausted when every ID is taken.
+// Until r is scheduled no fire runs it: a fire collected for the ID's
+// previous holder must not start r before its schedule (initial delay).
 func (x *executor) alloc(r *runner) error {
+	r.firstDue.Store(math.MaxInt64)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if n := len(x.free); n > 0 {

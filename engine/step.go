@@ -9,7 +9,7 @@ import (
 	"github.com/probed/probed/engine/timeout"
 )
 
-// errRunCancelled is the message of a run dropped before its check ran.
+// msgRunCancelled is the message of a run dropped before its check ran.
 const msgRunCancelled = "run cancelled: the probe was changed, reset or stopped"
 
 // step is one run of a probe, as kubelet's doProbe is: it runs r's check

@@ -63,7 +63,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM file of the TLS certificate's private key")
 	fs.StringVar(&c.clientCA, "client-ca", "", "PEM file of the CA certificates that sign client certificates: clients must present one (mutual TLS); the identity is its CN or first DNS name")
 	fs.StringVar(&c.tokenFile, "auth-token-file", "", `file of bearer tokens, one per line as "token [name]": every call needs "authorization: Bearer <token>"; reloaded when it changes`)
-	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback --addr without TLS or authentication (anyone who reaches it can use probed)")
+	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback --addr, --ui-addr or --metrics-addr without TLS or authentication (anyone who reaches it can use probed)")
 	fs.BoolVar(&c.openHealth, "open-health", true, "leave grpc.health.v1.Health open to callers without credentials (reflection always requires them)")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", auth.DefaultReloadInterval, "how often the certificate, client CA and token files are checked for changes")
 	c.denyTargets.set(check.DefaultDeny())
