@@ -69,7 +69,6 @@ func newHTTPTransport(dialer *net.Dialer, tlsCfg *tls.Config, newTLS func() (*tl
 // httpConn is one connection of an httpTransport.
 type httpConn struct {
 	key       string    // scheme "://" host:port, what the connection serves
-	raw       net.Conn  // the TCP connection
 	conn      net.Conn  // what requests and responses go through: raw, or TLS over it
 	idleSince time.Time // when it was last put back
 	// limit is how many more bytes Read may return (net/http's readLimit):
@@ -77,7 +76,8 @@ type httpConn struct {
 	limit int64
 	// stop ends the watch of the current exchange's context (see watch).
 	stop func() bool
-	// cut makes every read and write on raw fail at once (built once).
+	// cut makes every read and write on the TCP connection fail at once
+	// (built once).
 	cut func()
 }
 
@@ -279,7 +279,7 @@ func (t *httpTransport) dial(ctx context.Context, u *url.URL, key string, ph *pr
 	if err != nil {
 		return nil, err
 	}
-	pc := &httpConn{key: key, raw: raw, conn: raw, cut: func() { _ = raw.SetDeadline(aLongTimeAgo) }}
+	pc := &httpConn{key: key, conn: raw, cut: func() { _ = raw.SetDeadline(aLongTimeAgo) }}
 	pc.watch(ctx)
 	if u.Scheme != "https" {
 		return pc, nil

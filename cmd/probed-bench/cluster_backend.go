@@ -37,7 +37,6 @@ type backend struct {
 type backendTarget struct {
 	mode     atomic.Int32
 	requests atomic.Int64
-	last     atomic.Int64 // the latest request
 	// since and first time one event: first is the first request at or
 	// after since (0 while none has come).
 	since atomic.Int64
@@ -80,7 +79,6 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve records a request at now and returns whether it succeeds.
 func (t *backendTarget) serve(now int64) bool {
 	n := t.requests.Add(1)
-	t.last.Store(now)
 	if now >= t.since.Load() {
 		t.first.CompareAndSwap(0, now)
 	}

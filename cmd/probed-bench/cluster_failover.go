@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -115,7 +116,7 @@ func (e *clusterEnv) failover(ctx context.Context, ttl time.Duration) (failoverR
 	}
 	res.Ms = percentiles(all)
 	if len(all) > 0 {
-		res.MinMs = ms(minDuration(all))
+		res.MinMs = ms(slices.Min(all))
 	}
 	return res, nil
 }
@@ -145,12 +146,4 @@ func waitProbed(ctx context.Context, b *backend, n int, limit time.Duration) err
 			return err
 		}
 	}
-}
-
-func minDuration(ds []time.Duration) time.Duration {
-	m := ds[0]
-	for _, d := range ds[1:] {
-		m = min(m, d)
-	}
-	return m
 }
