@@ -32,7 +32,11 @@ type committer struct {
 	limits   BatchLimiter                                // nil: no limit
 	onCommit func(changes []*Change, took time.Duration) // once published
 	onLost   func(names []string)                        // called with no lock held
-	log      *slog.Logger                                // nil: no log
+	// onStore, when set, is told (with no lock held) when the store
+	// stops writing for now (an error wrapping ErrUnavailable) and when
+	// it writes again (nil).
+	onStore func(err error)
+	log     *slog.Logger // nil: no log
 
 	mu      sync.Mutex
 	pending []pendingChange // guarded by mu
@@ -42,7 +46,19 @@ type committer struct {
 	// committed is the revision of the last change committed (shared:
 	// what a barrier waits for the feed to reach); guarded by mu.
 	committed uint64
+	// unwritable is the store's last error wrapping ErrUnavailable while
+	// the committer holds changes it could not write, nil otherwise;
+	// guarded by mu.
+	unwritable error
 }
+
+// Back-off between retries of changes held because the store could not
+// write them (ErrUnavailable): doubling from minHoldRetry up to
+// maxHoldRetry, on the engine's clock.
+const (
+	minHoldRetry = 50 * time.Millisecond
+	maxHoldRetry = 2 * time.Second
+)
 
 type pendingChange struct {
 	change *Change    // nil for a barrier
@@ -55,6 +71,9 @@ type commitStats struct {
 	Commits uint64 // store transactions
 	Changes uint64 // changes written
 	Refused uint64 // changes the store refused (a lost ownership, a target that exists)
+	// Unavailable: Commits that failed with ErrUnavailable (the store
+	// could not write for now); their changes were held and retried.
+	Unavailable uint64
 }
 
 // BatchLimiter is implemented by a Store whose Commit takes a bounded
@@ -150,26 +169,46 @@ func (p pendingChange) notify(err error) {
 }
 
 // run writes pending changes until ctx is done, then flushes what is still
-// pending and refuses more. A store error other than lost ownership stops
-// it and is returned: the engine must not go on with state it cannot
-// persist.
+// pending and refuses more. A store error wrapping ErrUnavailable holds
+// the batch (nothing of it is published, its waiters wait) and retries it
+// with back-off, also while flushing on stop (until the store's Close
+// ends that). Any other store error but lost ownership stops it and is
+// returned: the engine must not go on with state it cannot persist.
 func (c *committer) run(ctx context.Context) error {
 	stop := func() {
 		c.mu.Lock()
 		c.closed = ErrClosed
 		c.mu.Unlock()
 	}
+	stopping := false
+	var delay time.Duration // before retrying held changes; 0: none held
 	for {
-		select {
-		case <-c.wake:
-		case <-ctx.Done():
+		wake, done := c.wake, ctx.Done()
+		var retry <-chan time.Time
+		var timer clockwork.Timer
+		if delay > 0 {
+			// Held changes are retried on the timer, not at each submit.
+			timer = c.clock.NewTimer(delay)
+			wake, retry = nil, timer.Chan()
 		}
-		stopping := ctx.Err() != nil
 		if stopping {
+			done = nil
+		}
+		select {
+		case <-wake:
+		case <-retry:
+		case <-done:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if !stopping && ctx.Err() != nil {
+			stopping = true
 			stop()
 		}
-		// Write until nothing is left: batches are bounded, and on stop
-		// everything is flushed, retries included.
+		// Write until nothing is left (or the store holds it): batches
+		// are bounded, and on stop everything is flushed, retries
+		// included.
 		for {
 			batch := c.take()
 			if len(batch) == 0 {
@@ -178,15 +217,21 @@ func (c *committer) run(ctx context.Context) error {
 			// The flush on stop must not be cancelled with ctx (only by
 			// the store's Close, which bounds a shutdown). A failed write
 			// logs what it loses (refused).
-			if err := c.write(context.WithoutCancel(ctx), batch); err != nil {
+			held, err := c.write(context.WithoutCancel(ctx), batch)
+			if err != nil {
 				return err
 			}
+			if held {
+				delay = min(max(2*delay, minHoldRetry), maxHoldRetry)
+				break
+			}
+			delay = 0
 			if !stopping && ctx.Err() != nil {
 				stopping = true
 				stop()
 			}
 		}
-		if stopping {
+		if stopping && delay == 0 {
 			return nil
 		}
 	}
@@ -271,9 +316,10 @@ func (c *committer) take() []pendingChange {
 // write commits one batch and publishes it (or, shared, has it published
 // by the follow loop). Changes the store refused as conflicting (a lost
 // ownership, a target that exists) are dropped, their waiters get the
-// reason, and the others are queued again; any other store error is
-// returned.
-func (c *committer) write(ctx context.Context, batch []pendingChange) error {
+// reason, and the others are queued again; a batch the store could not
+// write for now (ErrUnavailable) is queued again whole and held is true;
+// any other store error is returned.
+func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool, err error) {
 	changes := make([]*Change, 0, len(batch))
 	for _, p := range batch {
 		if p.change != nil {
@@ -289,13 +335,17 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		} else {
 			notify(batch, nil)
 		}
-		return nil
+		return false, nil
 	}
 	start := c.clock.Now()
-	err := c.store.Commit(ctx, changes)
-	if err != nil {
-		return c.refused(batch, err)
+	if err := c.store.Commit(ctx, changes); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			c.hold(batch, err)
+			return true, nil
+		}
+		return false, c.refused(batch, err)
 	}
+	c.writable()
 	took := c.clock.Since(start)
 	for _, ch := range changes {
 		if ch.entry != nil && ch.Target != nil {
@@ -314,11 +364,62 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 	}
 	if c.shared {
 		c.feed.whenReached(last, done)
-		return nil
+		return false, nil
 	}
 	c.feed.publish(changes)
 	done()
-	return nil
+	return false, nil
+}
+
+// hold queues batch again, before what is pending, after the store failed
+// to write it with err (wrapping ErrUnavailable): nothing of it is
+// published and its waiters wait. The first failure logs and tells
+// onStore.
+func (c *committer) hold(batch []pendingChange, err error) {
+	c.mu.Lock()
+	c.pending = append(batch, c.pending...)
+	c.stats.Unavailable++
+	first := c.unwritable == nil
+	c.unwritable = err
+	held := len(c.pending)
+	c.mu.Unlock()
+	if !first {
+		return
+	}
+	if c.log != nil {
+		c.log.Error("the store cannot write; holding changes, refusing creates, updates and deletes, and retrying",
+			"held", held, "err", err)
+	}
+	if c.onStore != nil {
+		c.onStore(err)
+	}
+}
+
+// writable records that the store wrote; if it had failed with
+// ErrUnavailable, that is over: logged and told to onStore.
+func (c *committer) writable() {
+	c.mu.Lock()
+	was := c.unwritable
+	c.unwritable = nil
+	failed := c.stats.Unavailable
+	c.mu.Unlock()
+	if was == nil {
+		return
+	}
+	if c.log != nil {
+		c.log.Info("the store writes again; held changes are being written", "failed_commits", failed)
+	}
+	if c.onStore != nil {
+		c.onStore(nil)
+	}
+}
+
+// unavailable returns the store's error while it cannot write for now
+// (wrapping ErrUnavailable), nil when it can.
+func (c *committer) unavailable() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unwritable
 }
 
 // refused handles a Commit that failed with err (nothing was written).

@@ -113,6 +113,11 @@ type Options struct {
 	// restored at Run and for targets other replicas create; the cluster
 	// layer calls Own and Disown as its shards change. nil: every target.
 	Owns func(name string) bool
+	// OnStoreError, when set, is called when the store stops being able
+	// to write for now (with its error, which wraps ErrUnavailable) and
+	// when it writes again (nil); see StoreError. It is called from the
+	// committer's goroutine: it must not block.
+	OnStoreError func(err error)
 
 	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
 	// events pending in one watcher (default 16 MiB) and in all of them
@@ -222,6 +227,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.commits.log = e.log
+	e.commits.onStore = opts.OnStoreError
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
 	e.feed.maxWatchers = opts.MaxWatchers
@@ -424,7 +430,11 @@ type Stats struct {
 	// Refused: changes the store refused — fenced writes of targets this
 	// replica no longer owns, creates of targets that exist.
 	Refused uint64
-	Wheel   wheel.Stats
+	// StoreUnavailable: store transactions that failed because the store
+	// could not write for now (ErrUnavailable: a full disk); their
+	// changes were held and retried.
+	StoreUnavailable uint64
+	Wheel            wheel.Stats
 }
 
 // Stats returns the engine's counters.
@@ -432,25 +442,43 @@ func (e *Engine) Stats() Stats {
 	active, terminating := e.feed.counts()
 	cs := e.commits.snapshotStats()
 	s := Stats{
-		Targets:        active + terminating,
-		Terminating:    terminating,
-		Inflight:       e.exec.inflight.Load(),
-		Cancelling:     e.exec.cancelling.Load(),
-		SkippedOverlap: e.exec.skippedOverlap.Load(),
-		SkippedBusy:    e.exec.skippedBusy.Load(),
-		SkippedWrite:   e.exec.skippedWrite.Load(),
-		ScheduleErrors: e.exec.scheduleErrors.Load(),
-		Panics:         e.panics.Load(),
-		Revision:       e.feed.revision(),
-		Commits:        cs.Commits,
-		Changes:        cs.Changes,
-		Refused:        cs.Refused,
-		Wheel:          e.exec.wheel.Stats(),
+		Targets:          active + terminating,
+		Terminating:      terminating,
+		Inflight:         e.exec.inflight.Load(),
+		Cancelling:       e.exec.cancelling.Load(),
+		SkippedOverlap:   e.exec.skippedOverlap.Load(),
+		SkippedBusy:      e.exec.skippedBusy.Load(),
+		SkippedWrite:     e.exec.skippedWrite.Load(),
+		ScheduleErrors:   e.exec.scheduleErrors.Load(),
+		Panics:           e.panics.Load(),
+		Revision:         e.feed.revision(),
+		Commits:          cs.Commits,
+		Changes:          cs.Changes,
+		Refused:          cs.Refused,
+		StoreUnavailable: cs.Unavailable,
+		Wheel:            e.exec.wheel.Stats(),
 	}
 	e.feed.mu.Lock()
 	s.Watchers = e.feed.watched
 	e.feed.mu.Unlock()
 	return s
+}
+
+// StoreError returns the store's error while it cannot write for now (it
+// wraps ErrUnavailable), nil when it writes. Meanwhile the engine goes on
+// probing, holds the transitions it must record (unpublished: nothing is
+// visible before it is durable) and retries them with back-off, and
+// refuses Create, Update, Reset and Delete with that error; the first
+// write that succeeds ends it.
+func (e *Engine) StoreError() error { return e.commits.unavailable() }
+
+// refuseUnwritable returns an error wrapping ErrUnavailable while the
+// store cannot write (StoreError), for calls that would change a target.
+func (e *Engine) refuseUnwritable() error {
+	if err := e.commits.unavailable(); err != nil {
+		return fmt.Errorf("writes are refused until the store can write again: %w", err)
+	}
+	return nil
 }
 
 // Revision returns the last published revision.

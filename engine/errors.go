@@ -34,6 +34,13 @@ var (
 	// ErrNotOwned: the target is probed by another replica; calls that
 	// change its state go to that replica (see *NotOwnedError).
 	ErrNotOwned = errors.New("not owned")
+	// ErrUnavailable: the store cannot write for now (its disk is full);
+	// nothing was written. A Store's Commit returns it for a failure
+	// that may pass by itself: the engine then holds what it must record
+	// and retries with back-off, and refuses creates, updates, resets and
+	// deletes (with the store's error, which wraps this) until a retry
+	// succeeds. See Engine.StoreError.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // CompactedError says which revisions a watch can still start from.

@@ -18,6 +18,9 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.refuseUnwritable(); err != nil {
+		return nil, err
+	}
 	if err := e.validate(spec, nil); err != nil {
 		return nil, err
 	}
@@ -208,6 +211,20 @@ func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 	return en, nil
 }
 
+// acquireWritable is acquire for a call that changes the target: refused
+// (an error wrapping ErrUnavailable) while the store cannot write.
+func (e *Engine) acquireWritable(ctx context.Context, name string) (*entry, error) {
+	en, err := e.acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.refuseUnwritable(); err != nil {
+		en.mu.Unlock()
+		return nil, err
+	}
+	return en, nil
+}
+
 func errTerminating(name string) error {
 	return fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
 }
@@ -308,7 +325,7 @@ func (e *Engine) withLive(t *Target) *Target {
 // startup probe added to a target that has already started counts as
 // passed (the start it guards is over).
 func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error) {
-	en, err := e.acquire(ctx, spec.Name)
+	en, err := e.acquireWritable(ctx, spec.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +414,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 // are transitions with reason Reset, and probing starts over from now (the
 // startup probe first).
 func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
-	en, err := e.acquire(ctx, name)
+	en, err := e.acquireWritable(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +457,7 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 // WithGracePeriod shortens its drain.
 func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) (*Target, error) {
 	o := deleteOptionsOf(opts)
-	en, err := e.acquire(ctx, name)
+	en, err := e.acquireWritable(ctx, name)
 	if err != nil {
 		return nil, err
 	}

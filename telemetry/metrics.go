@@ -23,6 +23,7 @@ const (
 	MetricCommit            = "probed_store_commit_seconds"
 	MetricStoreChanges      = "probed_store_changes_total"
 	MetricStoreRefused      = "probed_store_refused_total"
+	MetricStoreUnavailable  = "probed_store_unavailable_total"
 	MetricWatchEventsSent   = "probed_watch_events_sent_total"
 	MetricWatchEvictions    = "probed_watch_evictions_total"
 	MetricWatchers          = "probed_watchers"

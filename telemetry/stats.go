@@ -30,6 +30,8 @@ type statsMetrics struct {
 	panics     metric.Int64ObservableCounter
 	changes    metric.Int64ObservableCounter
 	refused    metric.Int64ObservableCounter
+	// unavailable counts commits that failed for want of space.
+	unavailable metric.Int64ObservableCounter
 
 	active, terminating  []metric.ObserveOption // phase=...
 	overlap, busy, write []metric.ObserveOption // reason=...
@@ -66,6 +68,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
 	sm.refused = c(MetricStoreRefused, "Changes the store refused: fenced writes of targets this replica no longer owns (cluster mode), creates of names that exist.")
+	sm.unavailable = c(MetricStoreUnavailable, "Store transactions that failed because the store could not write for now (its disk full): their changes are held (unpublished) and retried, and creates, updates and deletes are refused meanwhile.")
 	sm.changes = c(MetricStoreChanges, "Changes written to the store (divide by the commit count for the group-commit batch size).")
 	if err != nil {
 		return nil, err
@@ -99,8 +102,9 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))
 		o.ObserveInt64(sm.changes, clampInt64(s.Changes))
 		o.ObserveInt64(sm.refused, clampInt64(s.Refused))
+		o.ObserveInt64(sm.unavailable, clampInt64(s.StoreUnavailable))
 		return nil
-	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes, sm.refused)
+	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes, sm.refused, sm.unavailable)
 }
 
 func clampInt64(v uint64) int64 {

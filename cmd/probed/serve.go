@@ -56,6 +56,10 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	}
 	defer be.close()
 
+	// grpc.health.v1 says NOT_SERVING while the store cannot write (a
+	// full disk): probing goes on, but creates, updates and deletes are
+	// refused until it can again.
+	healthSrv := health.NewServer()
 	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
@@ -75,6 +79,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		MaxTargets:       cfg.maxTargets,
 		MaxInflight:      cfg.maxInflight,
 		Tick:             cfg.tick,
+		OnStoreError:     storeHealth(healthSrv),
 	}
 	sec.configure(&engOpts, &checkOpts)
 	engOpts.Checkers = check.New(checkOpts)
@@ -105,7 +110,6 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		ReplicaID: be.replica,
 		Addr:      lis.Addr().String(),
 	}).Register(g)
-	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
 
@@ -195,6 +199,19 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// storeHealth returns the engine's OnStoreError: it sets the serving
+// status of the server as a whole ("") to NOT_SERVING while the store cannot write, and back to SERVING when it
+// can.
+func storeHealth(h *health.Server) func(err error) {
+	return func(err error) {
+		st := healthpb.HealthCheckResponse_SERVING
+		if err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		h.SetServingStatus("", st)
+	}
 }
 
 func newLogger(cfg *config) *slog.Logger {

@@ -168,6 +168,11 @@ func loadEvents(b *bbolt.Bucket, path string, f format, rev uint64, st *engine.S
 // its event only. A change with no name, or without a Target (and its
 // Spec) when it is not a delete, fails the whole Commit before anything is
 // written. An empty batch writes nothing.
+//
+// When the data dir's filesystem is full (ENOSPC) or its quota used up
+// (EDQUOT), nothing is written and the error wraps engine.ErrUnavailable,
+// names the data dir and says "no space": the same Commit may succeed once
+// space is freed.
 func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -332,6 +337,8 @@ func (s *Store) wrap(op string, err error) error {
 		return fmt.Errorf("%s: %s: %w", s.path, op, ErrClosed)
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrSchemaVersion):
 		return err
+	case noSpace(err):
+		return noSpaceError(s.path, op, err)
 	default:
 		return fmt.Errorf("%s: %s: %w", s.path, op, err)
 	}
