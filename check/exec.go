@@ -47,7 +47,9 @@ func newExecChecker(e *probe.Exec, o *Options) (*execChecker, error) {
 // environment, stdin from /dev/null, and stdout and stderr captured
 // together (at most 10 KiB). When ctx is done the whole group is killed,
 // and before Check returns every process still in the group (children the
-// command left behind) is sent SIGKILL. Exit status 0 succeeds with the
+// command left behind) is sent SIGKILL; those, and any the command
+// started in another group, are reaped by StartReaper's reaper once they
+// exit (re-parented to probed, a child subreaper). Exit status 0 succeeds with the
 // trimmed output as the message. Failures read "command exited with
 // status 3: <output>", "command terminated by signal 15 (terminated):
 // <output>", "command did not finish: context deadline exceeded:
@@ -63,7 +65,13 @@ func (c *execChecker) Check(ctx context.Context) probe.Outcome {
 	cmd.WaitDelay = execWaitDelay
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	err := cmd.Run()
+	// Started and waited for as cmd.Run does, recorded meanwhile so that
+	// the reaper (StartReaper) leaves it to cmd.Wait.
+	release, err := children.start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+		release()
+	}
 	if cmd.Process != nil {
 		// Children left behind by a command that exited. The group's id
 		// cannot be reused while a member lives, so this reaches only

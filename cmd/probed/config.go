@@ -29,6 +29,7 @@ type config struct {
 	logLevel     slog.Level
 	logFormat    string
 	allowExec    bool
+	subreaper    bool // --subreaper: reap exec probes' leftovers also when not PID 1
 	history      int
 	historyBytes int
 	watchBuffer  int
@@ -61,6 +62,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.allowExec, "allow-exec", false, "allow exec probes (they run commands on this host on a remote client's request)")
+	fs.BoolVar(&c.subreaper, "subreaper", false, "with --allow-exec, become a child subreaper and reap the processes exec probes leave behind (always on when probed is PID 1, as in a container)")
 	fs.IntVar(&c.history, "history", engine.DefaultHistory, "events retained for Watch resumption")
 	fs.IntVar(&c.historyBytes, "history-bytes", engine.DefaultHistoryBytes, "bytes of events retained (estimated)")
 	fs.IntVar(&c.watchBuffer, "watch-buffer", engine.DefaultWatchBuffer, "live events a watcher may have pending before it is ended as too slow")

@@ -291,4 +291,3 @@ func scrapeMetric(t *testing.T, addr, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
-

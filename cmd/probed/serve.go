@@ -60,6 +60,16 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	// full disk): probing goes on, but creates, updates and deletes are
 	// refused until it can again.
 	healthSrv := health.NewServer()
+	if cfg.allowExec && (cfg.subreaper || os.Getpid() == 1) {
+		// As PID 1 (a container) probed adopts every orphan: the
+		// children exec probes leave behind must be reaped here, or they
+		// stay zombies. Stopped last, once no probe runs.
+		stopReaper, err := check.StartReaper(log)
+		if err != nil {
+			return err
+		}
+		defer stopReaper()
+	}
 	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),

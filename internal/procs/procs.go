@@ -1,0 +1,93 @@
+// Package procs lists the processes of the machine from /proc, for tests
+// that count what a process leaves behind (zombies, orphans).
+package procs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Proc is one process as /proc/<pid>/stat shows it.
+type Proc struct {
+	Pid, PPid int
+	// State is the state letter: R running, S sleeping, Z zombie, ...
+	State byte
+}
+
+// List returns every process visible in /proc. Processes that end while
+// it reads are left out.
+func List() ([]Proc, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		p, err := parseStat(pid, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseStat reads "pid (comm) state ppid ..."; comm may hold spaces and
+// parentheses, so the fields are found after its last ')'.
+func parseStat(pid int, b []byte) (Proc, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: no command: %q", pid, b)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 || len(f[0]) != 1 {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: malformed: %q", pid, b)
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: ppid: %w", pid, err)
+	}
+	return Proc{Pid: pid, PPid: ppid, State: f[0][0]}, nil
+}
+
+// Children returns the processes whose parent is ppid.
+func Children(ppid int) ([]Proc, error) {
+	all, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, p := range all {
+		if p.PPid == ppid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Zombies returns how many children of ppid are zombies (exited, not yet
+// reaped).
+func Zombies(ppid int) (int, error) {
+	kids, err := Children(ppid)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range kids {
+		if p.State == 'Z' {
+			n++
+		}
+	}
+	return n, nil
+}
