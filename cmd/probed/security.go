@@ -16,11 +16,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server/admission"
 	"github.com/probed/probed/server/auth"
+	"github.com/probed/probed/server/connlimit"
 	"github.com/probed/probed/server/hostguard"
 )
 
@@ -35,6 +38,20 @@ const (
 	maxHeaderListBytes = 64 << 10
 	// handshakeTimeout bounds a connection's TLS and HTTP/2 handshake.
 	handshakeTimeout = 10 * time.Second
+
+	// Connection bounds (issue 21): what a client without credentials can
+	// make probed hold.
+	defaultMaxStreamsPerConnection = 100
+	defaultMaxConnections          = 4096
+	defaultMaxConnectionsPerIP     = 128
+	defaultMaxUnauthenticatedConns = 256
+	defaultFirstCallTimeout        = 10 * time.Second
+	defaultConnectionIdleTimeout   = 5 * time.Minute
+	// keepaliveTime and keepaliveTimeout: a connection silent for
+	// keepaliveTime is pinged, and closed if the ping is not answered
+	// within keepaliveTimeout (a peer that vanished).
+	keepaliveTime    = 2 * time.Minute
+	keepaliveTimeout = 20 * time.Second
 )
 
 // securityConfig holds the API security and target policy flags.
@@ -56,6 +73,13 @@ type securityConfig struct {
 	maxRequestBytes        int
 	registrationsPerSecond float64
 	registrationsBurst     int
+
+	maxStreamsPerConnection int
+	maxConnections          int
+	maxConnectionsPerIP     int
+	maxUnauthenticated      int
+	firstCallTimeout        time.Duration
+	idleTimeout             time.Duration
 }
 
 func (c *securityConfig) register(fs *flag.FlagSet) {
@@ -76,6 +100,12 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
 	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
+	fs.IntVar(&c.maxStreamsPerConnection, "max-streams-per-connection", defaultMaxStreamsPerConnection, "maximum number of calls (streams) open at once on one API connection")
+	fs.IntVar(&c.maxConnections, "max-connections", defaultMaxConnections, "maximum number of API connections open at once (0: no limit)")
+	fs.IntVar(&c.maxConnectionsPerIP, "max-connections-per-ip", defaultMaxConnectionsPerIP, "maximum number of API connections open at once from one IP address (0: no limit)")
+	fs.IntVar(&c.maxUnauthenticated, "max-unauthenticated-connections", defaultMaxUnauthenticatedConns, "maximum number of API connections open at once that have not yet made an authenticated call (0: no limit)")
+	fs.DurationVar(&c.firstCallTimeout, "first-call-timeout", defaultFirstCallTimeout, "an API connection that has made no authenticated call this long after it was opened is closed (0: never)")
+	fs.DurationVar(&c.idleTimeout, "connection-idle-timeout", defaultConnectionIdleTimeout, "an API connection with no call open for this long is closed (0: never)")
 }
 
 // validate checks the security flags against the listen addresses (the
@@ -99,6 +129,13 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return fmt.Errorf("--registrations-per-second %v: must not be negative", c.registrationsPerSecond)
 	case c.registrationsBurst < 1:
 		return fmt.Errorf("--registrations-burst %d: must be at least 1", c.registrationsBurst)
+	case c.maxStreamsPerConnection < 1:
+		return fmt.Errorf("--max-streams-per-connection %d: must be at least 1", c.maxStreamsPerConnection)
+	case c.maxConnections < 0, c.maxConnectionsPerIP < 0, c.maxUnauthenticated < 0:
+		return fmt.Errorf("--max-connections %d, --max-connections-per-ip %d, --max-unauthenticated-connections %d: must not be negative",
+			c.maxConnections, c.maxConnectionsPerIP, c.maxUnauthenticated)
+	case c.firstCallTimeout < 0 || c.idleTimeout < 0:
+		return fmt.Errorf("--first-call-timeout %v, --connection-idle-timeout %v: must not be negative", c.firstCallTimeout, c.idleTimeout)
 	}
 	if c.tlsCert != "" || c.authenticates() || c.insecure {
 		return nil
@@ -148,7 +185,8 @@ type security struct {
 	tokens *auth.Tokens // nil without token authentication
 	authn  *auth.Authenticator
 
-	guard *hostguard.Guard // Host and Origin checks of the HTTP listeners
+	guard *hostguard.Guard    // Host and Origin checks of the HTTP listeners
+	conns *connlimit.Listener // the API's listener, set by listen
 
 	stop func()         // stops the reloading goroutine
 	wg   sync.WaitGroup // the reloading goroutine
@@ -222,17 +260,53 @@ func (s *security) warn(cfg *config) {
 	}
 }
 
-// grpcOptions are the server's credentials and interceptors.
+// listen opens the API's listener, bounded in connections (in all, per
+// IP address, not yet authenticated, and in time to a first
+// authenticated call: see grpcOptions).
+func (s *security) listen(addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = connlimit.Wrap(lis, connlimit.Options{
+		Max:         s.cfg.maxConnections,
+		PerIP:       s.cfg.maxConnectionsPerIP,
+		Pending:     s.cfg.maxUnauthenticated,
+		AdmitWithin: s.cfg.firstCallTimeout,
+		Logger:      s.log,
+	})
+	return s.conns, nil
+}
+
+// grpcOptions are the server's credentials, bounds and interceptors.
+// Calls are authenticated from their headers (InTapHandle), before a
+// handler goroutine starts or a message is read, and a call let through
+// admits its connection (listen).
 func (s *security) grpcOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.maxRequestBytes),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
 		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxConcurrentStreams(uint32(s.cfg.maxStreamsPerConnection)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: s.cfg.idleTimeout,
+			Time:              keepaliveTime,
+			Timeout:           keepaliveTimeout,
+		}),
+		grpc.InTapHandle(s.authn.InHandle(s.admit)),
 	}
 	if s.certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.TLSConfig())))
 	}
 	return append(opts, s.authn.ServerOptions()...)
+}
+
+// admit tells the connection limits that the connection of a call that
+// passed authentication is admitted.
+func (s *security) admit(ctx context.Context) {
+	if p, ok := peer.FromContext(ctx); ok && s.conns != nil {
+		s.conns.Admit(p.Addr)
+	}
 }
 
 // tlsConfig returns the TLS configuration of the API (nil without TLS),

@@ -137,6 +137,10 @@ func TestSecurityFlags(t *testing.T) {
 		{name: "negative rate", args: []string{"--registrations-per-second", "-1"}, wantErr: "--registrations-per-second"},
 		{name: "zero burst", args: []string{"--registrations-burst", "0"}, wantErr: "--registrations-burst"},
 		{name: "zero reload interval", args: []string{"--reload-interval", "0s"}, wantErr: "--reload-interval"},
+		{name: "zero streams per connection", args: []string{"--max-streams-per-connection", "0"}, wantErr: "--max-streams-per-connection"},
+		{name: "negative connections per IP", args: []string{"--max-connections-per-ip", "-1"}, wantErr: "--max-connections-per-ip -1"},
+		{name: "negative first-call timeout", args: []string{"--first-call-timeout", "-1s"}, wantErr: "--first-call-timeout -1s"},
+		{name: "connection bounds off", args: []string{"--max-connections", "0", "--max-connections-per-ip", "0", "--max-unauthenticated-connections", "0", "--first-call-timeout", "0", "--connection-idle-timeout", "0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 	}
 
-	lis, err := net.Listen("tcp", cfg.addr)
+	lis, err := sec.listen(cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.addr, err)
 	}
