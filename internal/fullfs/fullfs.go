@@ -44,7 +44,7 @@ func (f *FS) Fill(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	chunk := make([]byte, 4096)
 	for {
 		if _, err := file.Write(chunk); err != nil {

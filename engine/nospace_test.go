@@ -1,0 +1,158 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/fullfs"
+	"github.com/probed/probed/store/bolt"
+)
+
+// TestStoreWithoutSpace runs the engine over a bbolt store on a real
+// filesystem that fills up (a tmpfs). The create whose write fails is
+// held, not failed and not published; StoreError and OnStoreError say
+// why; later creates and updates are refused with ErrUnavailable at once.
+// The held write is retried on the engine's clock, 50 ms after the
+// failure, then 100 ms after the next; once space is freed a retry
+// succeeds: the held create is acknowledged, OnStoreError is told nil,
+// creates are accepted again, and a restart finds what was acknowledged
+// and nothing that was refused.
+func TestStoreWithoutSpace(t *testing.T) {
+	fs := fullfs.Mount(t, 2<<20)
+	store, err := bolt.Open(filepath.Join(fs.Dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	var mu sync.Mutex
+	var told []error // OnStoreError's calls; guarded by mu
+	h := newHarness(t, func(o *engine.Options) {
+		o.Store = store
+		o.OnStoreError = func(err error) {
+			mu.Lock()
+			told = append(told, err)
+			mu.Unlock()
+		}
+	})
+	ctx := context.Background()
+	spec := func(name string) *target.Spec {
+		labels := map[string]string{}
+		for i := range 60 {
+			labels[fmt.Sprintf("padding-%02d", i)] = strings.Repeat("x", 63)
+		}
+		return &target.Spec{Name: name, Labels: labels}
+	}
+	h.create(spec("before"))
+
+	fs.Fill(t)
+	var held <-chan error
+	heldName := ""
+	for i := 0; i < 1000 && held == nil; i++ {
+		name := fmt.Sprintf("full-%d", i)
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.eng.Create(ctx, spec(name))
+			done <- err
+		}()
+		for held == nil {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Create(%s) on a full disk = %v, want it written or held", name, err)
+				}
+			default:
+				if h.eng.StoreError() != nil {
+					held, heldName = done, name
+				}
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			break
+		}
+	}
+	if held == nil {
+		t.Fatal("1000 creates written on a full disk")
+	}
+	storeErr := h.eng.StoreError()
+	if !errors.Is(storeErr, engine.ErrUnavailable) || !strings.Contains(storeErr.Error(), "no space") {
+		t.Fatalf("StoreError() = %v, want ErrUnavailable saying no space", storeErr)
+	}
+	if _, err := h.eng.Get(ctx, heldName); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("Get(%s) of the held create = %v, want NotFound: nothing is visible before it is durable", heldName, err)
+	}
+	if _, err := h.eng.Create(ctx, spec("refused")); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("Create on a full disk = %v, want ErrUnavailable", err)
+	}
+	if _, err := h.eng.Update(ctx, spec("before")); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("Update on a full disk = %v, want ErrUnavailable", err)
+	}
+
+	// The retries: 50 ms after the failure, then 100 ms after the next.
+	const waiters = idleWaiters + 1 // and the committer's retry timer
+	failures := func() uint64 { return h.eng.Stats().StoreUnavailable }
+	waitFailures := func(want uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for failures() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d failed commits after 10s, want %d", failures(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got := failures(); got != 1 {
+		t.Fatalf("Stats().StoreUnavailable = %d after the first failure, want 1", got)
+	}
+	for i, delay := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
+		if err := h.clock.BlockUntilContext(t.Context(), waiters); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(delay - time.Millisecond)
+		if err := h.clock.BlockUntilContext(t.Context(), waiters); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := failures(), uint64(i+1); got != want {
+			t.Fatalf("%d failed commits %v into a back-off of %v, want %d", got, delay-time.Millisecond, delay, want)
+		}
+		h.clock.Advance(time.Millisecond)
+		waitFailures(uint64(i + 2))
+	}
+
+	fs.Free(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.StoreError() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the store still cannot write 10s after space was freed")
+		}
+		h.clock.Advance(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the held Create(%s) = %v, want it written once space returned", heldName, err)
+	}
+	mu.Lock()
+	got := told
+	mu.Unlock()
+	if len(got) != 2 || !errors.Is(got[0], engine.ErrUnavailable) || got[1] != nil {
+		t.Errorf("OnStoreError calls = %v, want the store's error, then nil", got)
+	}
+	h.create(spec("after"))
+
+	h.restart()
+	for _, name := range []string{"before", heldName, "after"} {
+		if _, err := h.eng.Get(ctx, name); err != nil {
+			t.Errorf("after a restart Get(%s) = %v", name, err)
+		}
+	}
+	if _, err := h.eng.Get(ctx, "refused"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("after a restart Get(refused) = %v, want NotFound", err)
+	}
+}
