@@ -17,7 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/buildinfo"
 )
+
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps `git describe`); buildinfo.Version falls back to what go
+// build recorded.
+var version = "dev"
 
 // defaultAddr is where probectl looks for probed unless --addr or
 // PROBED_ADDR says otherwise.
@@ -116,6 +122,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 		Long: `probectl talks to probed over gRPC: it applies target specs, shows targets
 and their probes, triggers and resets probes, follows events and waits for
 a target to become ready.`,
+		Version:       buildinfo.Version(version) + " " + buildinfo.GoVersion(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -132,6 +139,7 @@ a target to become ready.`,
 			}
 		},
 	}
+	root.SetVersionTemplate("probectl {{.Version}}\n")
 	root.SetOut(out)
 	root.SetErr(errOut)
 	f := root.PersistentFlags()

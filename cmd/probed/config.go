@@ -12,12 +12,24 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps `git describe`); buildVersion falls back to what go build
+// recorded.
 var version = "dev"
 
-var errHelp = errors.New("help requested")
+// buildVersion is the version of this binary (buildinfo.Version).
+func buildVersion() string { return buildinfo.Version(version) }
+
+// versionLine is what --version prints: "probed VERSION GOVERSION".
+func versionLine() string { return "probed " + buildVersion() + " " + buildinfo.GoVersion() }
+
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested") // print versionLine
+)
 
 // config is everything the flags set.
 type config struct {
@@ -84,8 +96,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, err
 	}
 	if *showVersion {
-		fmt.Fprintln(out, "probed", version)
-		return nil, errHelp
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -21,6 +21,10 @@ func main() {
 	if errors.Is(err, errHelp) {
 		return
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Println(versionLine())
+		return
+	}
 	if err != nil {
 		printFlagError(os.Stderr, err)
 		os.Exit(2)

@@ -56,7 +56,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	}
 	defer be.close()
 
-	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
+	checkOpts := check.Options{UserAgent: "probed/" + buildVersion(), AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,
@@ -131,7 +131,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if be.join != nil {
 		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
 	}
-	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, log)
+	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, lis.Addr().String(), log)
 	if err != nil {
 		stopCluster()
 		stopEngine()
@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		return err
 	}
 
-	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", version}, be.where...)...)
+	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", buildVersion()}, be.where...)...)
 	if ready != nil {
 		ready(lis.Addr())
 	}
