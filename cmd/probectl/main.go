@@ -95,6 +95,10 @@ type rootOptions struct {
 	keyFile   string
 	tokenFile string
 	output    string
+	// configFile and context select a context of probectl's
+	// configuration file (context.go).
+	configFile string
+	context    string
 
 	// now is the clock used for ages; tests replace it.
 	now func() time.Time
@@ -128,15 +132,14 @@ a target to become ready.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.output {
 			case outputTable, outputJSON, outputYAML:
-				return nil
 			case outputWide:
-				if cmd.Name() == "list" || cmd.Name() == "get" {
-					return nil
+				if cmd.Name() != "list" && cmd.Name() != "get" {
+					return &usageError{fmt.Errorf("-o wide is for list and get; %s prints table, json or yaml", cmd.Name())}
 				}
-				return &usageError{fmt.Errorf("-o wide is for list and get; %s prints table, json or yaml", cmd.Name())}
 			default:
 				return &usageError{fmt.Errorf("unknown output format %q: want table, wide (list and get), json or yaml", o.output)}
 			}
+			return o.applyContext(cmd)
 		},
 	}
 	root.SetVersionTemplate("probectl {{.Version}}\n")
@@ -149,6 +152,8 @@ a target to become ready.`,
 	f.StringVar(&o.keyFile, "key", "", "PEM file of the client certificate's key")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token sent with every call")
 	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, wide (list and get: more columns), json or yaml")
+	f.StringVar(&o.configFile, "config", "", "probectl's configuration file of named contexts (env PROBECTL_CONFIG; default "+defaultContextFile()+" if it exists)")
+	f.StringVar(&o.context, "context", "", "the context of the configuration file to use (default: its current-context); flags given override its settings")
 
 	root.AddCommand(
 		newApplyCommand(o),
