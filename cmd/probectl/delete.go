@@ -40,9 +40,7 @@ be deleted (not found) is reported and the others are still deleted.
 this deletion: the preStop sleep is cut to it, and 0 removes the target at
 once (kubectl's --grace-period=0 --force). It also shortens the removal of
 a target already terminating.`,
-		Example: `  probectl delete backend page
-  probectl delete -l app=demo
-  probectl delete -f examples/targets/`,
+		Example: `  probectl delete backend   # or: probectl delete -l app=demo, -f examples/targets/backend.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && src.selector == "" && len(src.files) == 0 && !src.all {
 				return errors.New("delete needs target names, -l KEY=VALUE,..., -f FILE or --all")
@@ -72,6 +70,9 @@ a target already terminating.`,
 				}
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				// Listed targets gone before their turn were deleted by
+				// someone else: not an error.
+				listed := map[string]bool{}
 				if labels != nil || src.all {
 					targets, err := c.ListAll(ctx, labels)
 					if err != nil {
@@ -79,9 +80,10 @@ a target already terminating.`,
 					}
 					for _, t := range targets {
 						names = append(names, t.GetName())
+						listed[t.GetName()] = true
 					}
 				}
-				return deleteTargets(ctx, cmd, o, c, dedupe(names), opts)
+				return deleteTargets(ctx, cmd, o, c, dedupe(names), listed, opts)
 			})
 		},
 	}
@@ -96,8 +98,8 @@ a target already terminating.`,
 // deleteTargets deletes names in order and says what happened to each.
 // One target's error is printed and the others are still deleted; an
 // error that would fail them all (probed unreachable, credentials refused)
-// ends it at once.
-func deleteTargets(ctx context.Context, cmd *cobra.Command, o *rootOptions, c *client.Client, names []string, opts []client.DeleteOption) error {
+// ends it at once. A listed target that is not found any more is skipped.
+func deleteTargets(ctx context.Context, cmd *cobra.Command, o *rootOptions, c *client.Client, names []string, listed map[string]bool, opts []client.DeleteOption) error {
 	w, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if len(names) == 0 {
 		_, err := fmt.Fprintln(errOut, "no target to delete")
@@ -107,6 +109,9 @@ func deleteTargets(ctx context.Context, cmd *cobra.Command, o *rootOptions, c *c
 	failed := 0
 	for _, name := range names {
 		t, err := c.Delete(ctx, name, opts...)
+		if listed[name] && errors.Is(err, client.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			if len(names) == 1 || !perTarget(err) {
 				return err
