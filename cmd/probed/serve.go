@@ -13,8 +13,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/probed/probed/check"
@@ -105,9 +103,8 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		ReplicaID: be.replica,
 		Addr:      lis.Addr().String(),
 	}).Register(g)
-	healthSrv := health.NewServer()
-	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
+	healthSrv := registerHealth(g) // last: it answers for every service above
 
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
@@ -159,7 +156,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 		clusterErr <- nil
 	}
-	healthSrv.Shutdown()
+	healthSrv.shutdown()
 	// The whole shutdown gets --shutdown-grace. Leaving the cluster and
 	// the engine's last flush need the store; if it cannot answer (etcd
 	// unreachable) in time, closing it ends what waits on it, and the
