@@ -194,10 +194,4 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	return runErr
 }
 
-func newLogger(cfg *config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.logLevel}
-	if cfg.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
+func newLogger(cfg *config) *slog.Logger { return newLoggerTo(os.Stderr, cfg) }
