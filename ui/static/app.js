@@ -344,11 +344,18 @@
 
   function rowHTML(t) {
     let labels = '';
+    let all = '';
     if (t.labels) {
-      for (const k of Object.keys(t.labels).sort()) labels += `<span class="label">${esc(k)}=${esc(t.labels[k])}</span>`;
+      for (const k of Object.keys(t.labels).sort()) {
+        const kv = `${k}=${t.labels[k]}`;
+        labels += `<span class="label" title="${esc(kv)}">${esc(kv)}</span>`;
+        all += `${all ? '\n' : ''}${kv}`;
+      }
     }
+    // A chip cut by the column shows itself whole in its tooltip; the
+    // labels' line lists them all (some may not fit).
     return `<span class="stripe"></span>` +
-      `<div class="two"><div class="name" title="${esc(t.name)}">${esc(t.name)}</div><div class="labels">${labels}</div></div>` +
+      `<div class="two"><div class="name" title="${esc(t.name)}">${esc(t.name)}</div><div class="labels" title="${esc(all)}">${labels}</div></div>` +
       stateCell(t) +
       timelineCell(t) +
       st.probes.map((type) => probeCell(t, type)).join('') +
