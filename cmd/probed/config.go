@@ -51,6 +51,10 @@ type config struct {
 	tick         time.Duration
 	grace        time.Duration
 
+	// printConfig, with --print-config, is the effective configuration
+	// for main to print instead of serving.
+	printConfig []byte
+
 	cluster   clusterConfig   // cluster.go
 	telemetry telemetryConfig // telemetry.go
 	security  securityConfig  // security.go
@@ -83,6 +87,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut and the store is closed (changes it could not write are logged)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	configFile := fs.String("config", "", "YAML file whose keys are these flags' names (metrics-addr: 127.0.0.1:9464); flags given on the command line override it")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (defaults, --config file and flags) as a --config file, and exit")
 	c.cluster.register(fs)
 	c.telemetry.register(fs)
 	c.security.register(fs)
@@ -97,6 +103,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	if *showVersion {
 		return nil, errVersion
+	}
+	if *configFile != "" {
+		if err := applyConfigFile(fs, *configFile); err != nil {
+			return nil, err
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -129,6 +140,13 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	if err := c.ui.validate(); err != nil {
 		return nil, err
+	}
+	if *printConfig {
+		b, err := effectiveConfig(fs)
+		if err != nil {
+			return nil, err
+		}
+		c.printConfig = b
 	}
 	return c, nil
 }

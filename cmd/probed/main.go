@@ -29,6 +29,10 @@ func main() {
 		printFlagError(os.Stderr, err)
 		os.Exit(2)
 	}
+	if cfg.printConfig != nil {
+		_, _ = os.Stdout.Write(cfg.printConfig)
+		return
+	}
 	if err := serve(ctx, cfg, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "probed:", err)
 		os.Exit(1)
