@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func TestMakeTestListsSkips(t *testing.T) {
 			cmd.Dir = root
 			out, err := cmd.CombinedOutput()
 			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 				code = ee.ExitCode()
 			} else if err != nil {
 				t.Fatal(err)

@@ -47,6 +47,6 @@ func report(line string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
 	_, _ = fmt.Fprintln(f, line)
+	_ = f.Close()
 }
