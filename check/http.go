@@ -332,8 +332,7 @@ func port(u *url.URL) string {
 // 399 and, when an expected body is set, the body read (at most
 // MaxBodyBytes) equals it. The message of a success says the status and
 // the body's length, never the body (a page's HTML is no message):
-// "HTTP probe succeeded with statuscode: 200 (5 bytes)" ("over 10240
-// bytes" past MaxBodyBytes), or for a redirect to another host, which is
+// "HTTP 200, 5 bytes" ("HTTP 200, over 10240 bytes" past MaxBodyBytes), or for a redirect to another host, which is
 // not followed, "Probe terminated redirects, Response status: 302 Found".
 // A failure reads "HTTP probe failed with statuscode: 503" (with `, body
 // "..."` when the response has one, quoted and clipped to 64 bytes: why
@@ -425,7 +424,7 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 	if !complete {
 		size = "over " + size
 	}
-	return probe.Success, fmt.Sprintf("HTTP probe succeeded with statuscode: %d (%s)", resp.StatusCode, size)
+	return probe.Success, fmt.Sprintf("HTTP %d, %s", resp.StatusCode, size)
 }
 
 // urlError is err as net/http's client reports it: `Get "URL": err`,

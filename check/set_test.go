@@ -141,7 +141,7 @@ func run(t *testing.T, c engine.Checker, d time.Duration) probe.Outcome {
 // succeeded is the message of a successful HTTP probe: the status and the
 // size of the body (size: "5 bytes", "over 10240 bytes").
 func succeeded(code int, size string) string {
-	return fmt.Sprintf("HTTP probe succeeded with statuscode: %d (%s)", code, size)
+	return fmt.Sprintf("HTTP %d, %s", code, size)
 }
 
 func wantOutcome(t *testing.T, out probe.Outcome, want probe.Result, msg string, contains bool) {
