@@ -216,8 +216,8 @@ func TestHTTPRedirectKeepsCredentialsHome(t *testing.T) {
 		g.Headers = secret
 		return probe.Handler{HTTPGet: g}
 	}
-	wantOutcome(t, run(t, open(t, check.Options{}, probeOf("/same")), timeout), probe.Success, "final", false)
-	wantOutcome(t, run(t, open(t, check.Options{UserAgent: "probed/test"}, probeOf("/port")), timeout), probe.Success, "other port", false)
+	wantOutcome(t, run(t, open(t, check.Options{}, probeOf("/same")), timeout), probe.Success, succeeded(200, "5 bytes"), false)
+	wantOutcome(t, run(t, open(t, check.Options{UserAgent: "probed/test"}, probeOf("/port")), timeout), probe.Success, succeeded(200, "10 bytes"), false)
 
 	for _, r := range rec.requests() {
 		if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Api-Key") != "k3y" {

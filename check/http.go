@@ -330,11 +330,13 @@ func port(u *url.URL) string {
 
 // Check sends the GET request. It succeeds when the final status is 200 to
 // 399 and, when an expected body is set, the body read (at most
-// MaxBodyBytes) equals it. The message of a success is the body, trimmed
-// of surrounding white space (invalid UTF-8 replaced), or for a redirect
-// to another host, which is not followed, "Probe terminated redirects,
-// Response status: 302 Found". A failure reads "HTTP probe failed with
-// statuscode: 503", "HTTP probe failed: body "..." does not match the
+// MaxBodyBytes) equals it. The message of a success says the status and
+// the body's length, never the body (a page's HTML is no message):
+// "HTTP 200, 5 bytes" ("HTTP 200, over 10240 bytes" past MaxBodyBytes), or for a redirect to another host, which is
+// not followed, "Probe terminated redirects, Response status: 302 Found".
+// A failure reads "HTTP probe failed with statuscode: 503" (with `, body
+// "..."` when the response has one, quoted and clipped to 64 bytes: why
+// it fails), "HTTP probe failed: body "..." does not match the
 // expected body "..."" (each quoted body clipped to 64 bytes), "HTTP probe
 // failed reading the body: <error>", or is the client's error text (for
 // example `Get "http://...": dial tcp ...: connect: connection refused`,
@@ -401,7 +403,11 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 	defer freeBody(buf)
 	ex.done(complete)
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
-		return probe.Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+		msg := fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+		if b := bytes.TrimSpace(body); len(b) > 0 && rerr == nil {
+			msg += ", body " + quoteClip(string(b))
+		}
+		return probe.Failure, msg
 	}
 	if rerr != nil {
 		return probe.Failure, "HTTP probe failed reading the body: " + redactError(ctxErr(ctx, rerr))
@@ -414,7 +420,11 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 		// The reason phrase is the server's: Check bounds it like the body.
 		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
 	}
-	return probe.Success, string(bytes.TrimSpace(body))
+	size := fmt.Sprintf("%d bytes", len(body))
+	if !complete {
+		size = "over " + size
+	}
+	return probe.Success, fmt.Sprintf("HTTP %d, %s", resp.StatusCode, size)
 }
 
 // urlError is err as net/http's client reports it: `Get "URL": err`,

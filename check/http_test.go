@@ -61,11 +61,11 @@ func TestHTTPStatus(t *testing.T) {
 		want    probe.Result
 		wantMsg string
 	}{
-		{code: 200, want: probe.Success, wantMsg: "hello"},
-		{code: 204, want: probe.Success, wantMsg: ""},
+		{code: 200, want: probe.Success, wantMsg: succeeded(200, "6 bytes")},
+		{code: 204, want: probe.Success, wantMsg: succeeded(204, "0 bytes")},
 		{code: 399, want: probe.Success, wantMsg: "Probe terminated redirects, Response status: 399 status code 399"},
-		{code: 400, want: probe.Failure, wantMsg: "HTTP probe failed with statuscode: 400"},
-		{code: 503, want: probe.Failure, wantMsg: "HTTP probe failed with statuscode: 503"},
+		{code: 400, want: probe.Failure, wantMsg: `HTTP probe failed with statuscode: 400, body "hello"`},
+		{code: 503, want: probe.Failure, wantMsg: `HTTP probe failed with statuscode: 503, body "hello"`},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.code), func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestHTTPExpectedBody(t *testing.T) {
 		want    probe.Result
 		wantMsg string
 	}{
-		{name: "match", body: "queue", want: probe.Success, wantMsg: "queue"},
+		{name: "match", body: "queue", want: probe.Success, wantMsg: succeeded(200, "5 bytes")},
 		{
 			name: "mismatch", body: "activator", want: probe.Failure,
 			wantMsg: `HTTP probe failed: body "activator" does not match the expected body "queue"`,
@@ -188,7 +188,7 @@ func TestHTTPHeaders(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			out := open(t, tt.opts, probe.Handler{HTTPGet: g}).Check(ctx)
-			wantOutcome(t, out, probe.Success, "", false)
+			wantOutcome(t, out, probe.Success, succeeded(200, "0 bytes"), false)
 			reqs := rec.requests()
 			if len(reqs) != 1 {
 				t.Fatalf("server saw %d requests; want 1", len(reqs))
@@ -264,7 +264,7 @@ func TestHTTPRedirects(t *testing.T) {
 		wantMsg  string
 		contains bool
 	}{
-		{path: "/a", want: probe.Success, wantMsg: "arrived"},
+		{path: "/a", want: probe.Success, wantMsg: succeeded(200, "7 bytes")},
 		{path: "/away", want: probe.Success, wantMsg: "Probe terminated redirects, Response status: 302 Found"},
 		{path: "/loop", want: probe.Failure, wantMsg: "too many redirects", contains: true},
 	}
@@ -311,7 +311,7 @@ func TestHTTPURL(t *testing.T) {
 			s.Start()
 			t.Cleanup(s.Close)
 			g := httpGet(t, s, tt.path)
-			wantOutcome(t, run(t, open(t, check.Options{}, probe.Handler{HTTPGet: g}), timeout), probe.Success, "", false)
+			wantOutcome(t, run(t, open(t, check.Options{}, probe.Handler{HTTPGet: g}), timeout), probe.Success, succeeded(200, "0 bytes"), false)
 			reqs := rec.requests()
 			if len(reqs) != 1 {
 				t.Fatalf("server saw %d requests; want 1", len(reqs))
@@ -331,7 +331,7 @@ func TestHTTPBodyTruncated(t *testing.T) {
 		name     string
 		opts     check.Options
 		expected string
-		wantLen  int
+		wantLen  int // of the body read
 	}{
 		{name: "default", wantLen: check.DefaultMaxBodyBytes},
 		{name: "expected body equals the truncated body", expected: big[:check.DefaultMaxBodyBytes], wantLen: check.DefaultMaxBodyBytes},
@@ -343,9 +343,7 @@ func TestHTTPBodyTruncated(t *testing.T) {
 			g := httpGet(t, s, "/")
 			g.ExpectedBody = tt.expected
 			out := run(t, open(t, tt.opts, probe.Handler{HTTPGet: g}), timeout)
-			if out.Result != probe.Success || len(out.Message) != tt.wantLen {
-				t.Errorf("Check() = %v with a %d-byte message; want success with %d bytes", out.Result, len(out.Message), tt.wantLen)
-			}
+			wantOutcome(t, out, probe.Success, succeeded(200, fmt.Sprintf("over %d bytes", tt.wantLen)), false)
 		})
 	}
 }
@@ -380,7 +378,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 			c := open(t, check.Options{}, probe.Handler{HTTPGet: g})
 			for i := range probes {
 				out := run(t, c, timeout)
-				wantOutcome(t, out, probe.Success, "ok", false)
+				wantOutcome(t, out, probe.Success, succeeded(200, "2 bytes"), false)
 				if i > 0 && !tt.disable && out.Phases.Connect != 0 {
 					t.Errorf("probe %d: Connect phase = %v on a reused connection; want 0", i, out.Phases.Connect)
 				}
@@ -405,9 +403,9 @@ func TestHTTPS(t *testing.T) {
 		contains bool
 	}{
 		{name: "system roots", want: probe.Failure, wantMsg: "certificate", contains: true},
-		{name: "ca", tls: &probe.TLS{CAPEM: caPEM}, want: probe.Success, wantMsg: "secure"},
-		{name: "insecure", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: "secure"},
-		{name: "server name in cert", tls: &probe.TLS{CAPEM: caPEM, ServerName: "example.com"}, want: probe.Success, wantMsg: "secure"},
+		{name: "ca", tls: &probe.TLS{CAPEM: caPEM}, want: probe.Success, wantMsg: succeeded(200, "6 bytes")},
+		{name: "insecure", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: succeeded(200, "6 bytes")},
+		{name: "server name in cert", tls: &probe.TLS{CAPEM: caPEM, ServerName: "example.com"}, want: probe.Success, wantMsg: succeeded(200, "6 bytes")},
 		{name: "server name not in cert", tls: &probe.TLS{CAPEM: caPEM, ServerName: "wrong.test"}, want: probe.Failure, wantMsg: "wrong.test", contains: true},
 	}
 	for _, tt := range tests {
@@ -430,7 +428,7 @@ func TestHTTPPhases(t *testing.T) {
 	c := open(t, check.Options{}, probe.Handler{HTTPGet: g})
 
 	fresh := run(t, c, timeout)
-	wantOutcome(t, fresh, probe.Success, "ok", false)
+	wantOutcome(t, fresh, probe.Success, succeeded(200, "2 bytes"), false)
 	if p := fresh.Phases; p.Connect <= 0 || p.TLS <= 0 || p.FirstByte <= 0 {
 		t.Errorf("fresh connection phases = %+v; want Connect, TLS and FirstByte > 0", p)
 	}
@@ -442,7 +440,7 @@ func TestHTTPPhases(t *testing.T) {
 	}
 
 	reused := run(t, c, timeout)
-	wantOutcome(t, reused, probe.Success, "ok", false)
+	wantOutcome(t, reused, probe.Success, succeeded(200, "2 bytes"), false)
 	if p := reused.Phases; p.DNS != 0 || p.Connect != 0 || p.TLS != 0 || p.FirstByte <= 0 {
 		t.Errorf("reused connection phases = %+v; want only FirstByte > 0", p)
 	}
@@ -454,7 +452,7 @@ func TestHTTPPhasesDNS(t *testing.T) {
 	_, port := serverHostPort(t, s)
 	c := open(t, check.Options{}, probe.Handler{HTTPGet: &probe.HTTPGet{Host: "localhost", Port: port}})
 	out := run(t, c, timeout)
-	wantOutcome(t, out, probe.Success, "ok", false)
+	wantOutcome(t, out, probe.Success, succeeded(200, "2 bytes"), false)
 	if p := out.Phases; p.DNS <= 0 || p.Connect <= 0 || p.TLS != 0 || p.FirstByte <= 0 {
 		t.Errorf("phases for a name = %+v; want DNS, Connect and FirstByte > 0, TLS 0", p)
 	}

@@ -225,20 +225,20 @@ func TestHTTPConnectionReuse(t *testing.T) {
 		wantConns int
 		otherConn int
 	}{
-		{name: "kept alive", response: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: "ok", wantConns: 1},
-		{name: "a failure's body is read", response: "HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy", want: probe.Failure, wantMsg: "HTTP probe failed with statuscode: 503", wantConns: 1},
-		{name: "chunked", response: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", want: probe.Success, wantMsg: "ok", wantConns: 1},
-		{name: "Connection: close", response: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: "ok", wantConns: checks},
-		{name: "HTTP/1.0", response: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: "ok", wantConns: checks},
+		{name: "kept alive", response: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: succeeded(200, "2 bytes"), wantConns: 1},
+		{name: "a failure's body is read", response: "HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy", want: probe.Failure, wantMsg: `HTTP probe failed with statuscode: 503, body "busy"`, wantConns: 1},
+		{name: "chunked", response: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", want: probe.Success, wantMsg: succeeded(200, "2 bytes"), wantConns: 1},
+		{name: "Connection: close", response: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: succeeded(200, "2 bytes"), wantConns: checks},
+		{name: "HTTP/1.0", response: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: probe.Success, wantMsg: succeeded(200, "2 bytes"), wantConns: checks},
 		{
 			name:     "a body over the cap is not read to its end",
 			response: "HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + strings.Repeat("b", 20000),
-			want:     probe.Success, wantMsg: strings.Repeat("b", check.DefaultMaxBodyBytes), wantConns: checks,
+			want:     probe.Success, wantMsg: succeeded(200, fmt.Sprintf("over %d bytes", check.DefaultMaxBodyBytes)), wantConns: checks,
 		},
 		{
 			name:     "redirect to another port",
 			response: fmt.Sprintf("HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:%d/\r\nContent-Length: 0\r\n\r\n", otherPort),
-			want:     probe.Success, wantMsg: "other", wantConns: 1, otherConn: 1,
+			want:     probe.Success, wantMsg: succeeded(200, "5 bytes"), wantConns: 1, otherConn: 1,
 		},
 	}
 	for _, tt := range tests {
@@ -336,7 +336,7 @@ func TestHTTPRedirectToHTTPS(t *testing.T) {
 		wantMsg string
 	}{
 		{name: "verified against the system roots", want: probe.Failure, wantMsg: "certificate"},
-		{name: "the spec's TLS settings", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: "secure"},
+		{name: "the spec's TLS settings", tls: &probe.TLS{InsecureSkipVerify: true}, want: probe.Success, wantMsg: succeeded(200, "6 bytes")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

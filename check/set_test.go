@@ -3,6 +3,7 @@ package check_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"net/url"
@@ -137,6 +138,12 @@ func run(t *testing.T, c engine.Checker, d time.Duration) probe.Outcome {
 
 // wantOutcome fails t unless out has result want and a message equal to
 // msg (or, with contains, holding it).
+// succeeded is the message of a successful HTTP probe: the status and the
+// size of the body (size: "5 bytes", "over 10240 bytes").
+func succeeded(code int, size string) string {
+	return fmt.Sprintf("HTTP %d, %s", code, size)
+}
+
 func wantOutcome(t *testing.T, out probe.Outcome, want probe.Result, msg string, contains bool) {
 	t.Helper()
 	if out.Result != want {

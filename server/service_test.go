@@ -116,7 +116,7 @@ func TestEveryCheckerOverTheAPI(t *testing.T) {
 		{"http knative probe", with(fast(500), func(p *probev1.Probe) {
 			p.Handler = &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{Host: okHost, Port: okPort, Path: "/healthz",
 				HttpHeaders: []*probev1.HTTPHeader{{Name: "K-Network-Probe", Value: "queue"}}, ExpectedBody: "queue"}}
-		}), true, "queue"},
+		}), true, "HTTP 200, 5 bytes"},
 		{"http 503", with(fast(500), func(p *probev1.Probe) {
 			p.Handler = &probev1.Probe_HttpGet{HttpGet: &probev1.HTTPGetAction{Host: okHost, Port: okPort}}
 		}), false, "HTTP probe failed with statuscode: 503"},

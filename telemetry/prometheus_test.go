@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ import (
 // Prometheus endpoint over HTTP and checks every family and label value an
 // operator relies on.
 func TestPrometheusEndToEnd(t *testing.T) {
-	tel := newTelemetry(t, telemetry.Config{Prometheus: true})
+	tel := newTelemetry(t, telemetry.Config{Prometheus: true, Version: "v0.1.0-test"})
 	s := startProbed(t, tel)
 	metrics := httptest.NewServer(tel.Handler())
 	t.Cleanup(metrics.Close)
@@ -102,6 +103,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		{"probed_watchers", dto.MetricType_GAUGE, nil, 1},
 		{"probed_watch_events_sent_total", dto.MetricType_COUNTER, nil, 1},
 		{"probed_watch_evictions_total", dto.MetricType_COUNTER, nil, 0},
+		// The build.
+		{"probed_build_info", dto.MetricType_GAUGE, []string{"version", "v0.1.0-test", "goversion", runtime.Version()}, 1},
 	} {
 		fam := fams[tt.family]
 		if fam == nil {

@@ -208,6 +208,9 @@ func New(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 	if t.stats, err = newStatsMetrics(t.meter, lateness); err != nil {
 		return nil, err
 	}
+	if err := newBuildInfo(t.meter, cfg.Version); err != nil {
+		return nil, err
+	}
 	t.instrument = cfg.Prometheus || otlpMetrics || cfg.Reader != nil
 
 	// Traces.

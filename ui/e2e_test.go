@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/ciskip"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -161,15 +162,12 @@ func TestStatusPageInChromium(t *testing.T) {
 	t.Logf("screenshots: %s, %s, %s", strings.Join(shots, ", "), filepath.Join(artifacts, "ui-1280.png"), filepath.Join(artifacts, "ui-detail.png"))
 }
 
-// missing skips the test, or fails it where the browser is required.
+// missing skips the test (make test says so at its end), or fails it
+// where the browser is required.
 func missing(t *testing.T, why string) {
 	t.Helper()
-	msg := "status page browser test not run: " + why +
-		" (it needs Debian's chromium: apt-get install chromium; and node with ui/e2e's packages: npm ci --prefix ui/e2e)"
-	if os.Getenv("CI") == "true" || os.Getenv("PROBED_REQUIRE_BROWSER") == "1" {
-		t.Fatal(msg + "; required here (CI=true or PROBED_REQUIRE_BROWSER=1)")
-	}
-	t.Skip(msg)
+	ciskip.Missing(t, "PROBED_REQUIRE_BROWSER", "status page browser test not run: "+why+
+		" (it needs Debian's chromium: apt-get install chromium; and node with ui/e2e's packages: npm ci --prefix ui/e2e)")
 }
 
 // backendHandler serves the targets' probes: /healthz is up, /slow answers

@@ -20,6 +20,9 @@ import (
 // page consistent at a revision carry an "id:", so Last-Event-ID is always
 // a revision the page has every event up to.
 //
+//	about     {"version", "addr", "replica"}: which probed serves the
+//	          page (Options.About; replica in cluster mode only). Sent
+//	          first on every stream; no id.
 //	reset     {"reason"}: forget every target; a snapshot follows. Sent
 //	          first on a new stream, and when the revision to resume from
 //	          is no longer retained.
@@ -102,6 +105,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if err := st.retry(retryMillis); err != nil {
 		return
 	}
+	if err := st.send(message{event: "about", data: s.about()}); err != nil {
+		return
+	}
 	if !resumed {
 		if err := st.send(message{event: "reset", data: mustJSON(map[string]string{"reason": reason})}); err != nil {
 			return
@@ -163,6 +169,22 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// aboutView is the "about" message.
+type aboutView struct {
+	Version string `json:"version"`
+	Addr    string `json:"addr"`
+	Replica string `json:"replica,omitempty"`
+}
+
+// about encodes the "about" message.
+func (s *Server) about() []byte {
+	v := aboutView{Version: s.opts.About.Version, Addr: s.opts.About.Addr}
+	if s.opts.Cluster != nil {
+		v.Replica = s.opts.Cluster.Self()
+	}
+	return mustJSON(v)
 }
 
 // watch opens the watcher a stream starts from: after the page's revision

@@ -22,8 +22,8 @@ import (
 
 func revID(rev uint64) string { return strconv.FormatUint(rev, 10) }
 
-// readSnapshot reads the start of a new stream (retry, reset, snapshot,
-// recent) and returns the snapshot's targets and its last message.
+// readSnapshot reads the start of a new stream (retry, about, reset,
+// snapshot, recent) and returns the snapshot's targets and its last message.
 func readSnapshot(t *testing.T, s *stream, wantReason string) ([]targetJSON, sseMsg) {
 	t.Helper()
 	targets, m, _ := readSnapshotRecent(t, s, wantReason)
@@ -36,6 +36,7 @@ func readSnapshotRecent(t *testing.T, s *stream, wantReason string) ([]targetJSO
 	if m := s.next(); m.retry != "1000" {
 		t.Fatalf("first message %+v, want retry: 1000", m)
 	}
+	s.nextEvent("about", nil)
 	var reset struct{ Reason string }
 	if m := s.nextEvent("reset", &reset); m.hasID || reset.Reason != wantReason {
 		t.Fatalf("reset %+v (%+v), want no id and reason %q", m, reset, wantReason)
@@ -139,6 +140,7 @@ func TestEventsResumeFromLastEventID(t *testing.T) {
 			if m := s.next(); m.retry != "1000" {
 				t.Fatalf("first message %+v, want retry", m)
 			}
+			s.nextEvent("about", nil)
 			var evs eventsJSON
 			m = s.nextEvent("events", &evs) // not reset, not snapshot
 			var got []uint64
@@ -378,5 +380,43 @@ func TestRecentPast(t *testing.T) {
 	}
 	if revID(last) != snap.id {
 		t.Errorf("last recent event %d, want the snapshot's revision %s", last, snap.id)
+	}
+}
+
+// TestAboutFirstOnEveryStream: every stream, resumed or not, starts by
+// saying which probed serves the page: its version and API address, and
+// its replica in cluster mode.
+func TestAboutFirstOnEveryStream(t *testing.T) {
+	about := ui.About{Version: "v0.1.0-test", Addr: "127.0.0.1:50051"}
+	type aboutJSON struct{ Version, Addr, Replica string }
+	for _, tt := range []struct {
+		name    string
+		cluster ui.Cluster
+		resume  string
+		want    aboutJSON
+	}{
+		{name: "single node", want: aboutJSON{Version: about.Version, Addr: about.Addr}},
+		{name: "resumed", resume: "1", want: aboutJSON{Version: about.Version, Addr: about.Addr}},
+		{name: "replica", cluster: &replicas{self: "r1"}, want: aboutJSON{Version: about.Version, Addr: about.Addr, Replica: "r1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPage(t, pageOptions{about: about, cluster: tt.cluster})
+			p.create(t, &target.Spec{Name: "a"})
+			var header http.Header
+			if tt.resume != "" {
+				header = http.Header{"Last-Event-ID": {tt.resume}}
+			}
+			s := p.openStream(t, header, "")
+			if m := s.next(); m.retry != "1000" {
+				t.Fatalf("first message %+v, want retry", m)
+			}
+			var got aboutJSON
+			if m := s.nextEvent("about", &got); m.hasID {
+				t.Errorf("about has id %q, want none", m.id)
+			}
+			if got != tt.want {
+				t.Errorf("about = %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -62,6 +62,16 @@ type Options struct {
 	// and which replicas are live; the page shows both. Nil on a single
 	// node.
 	Cluster Cluster
+	// About says which probed serves the page (version, API address);
+	// the page shows it in its header and footer, with the replica id in
+	// cluster mode.
+	About About
+}
+
+// About identifies the probed that serves the page.
+type About struct {
+	Version string // the build's version, e.g. v0.1.0
+	Addr    string // the gRPC API's address
 }
 
 func (o *Options) setDefaults() {

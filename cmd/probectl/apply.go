@@ -32,7 +32,9 @@ subdirectories) in name order; "-" reads standard input.
 
 Every file is read and checked before anything is applied: each field
 name that does not exist is reported, and so is a target named twice. A
-target the server rejects is reported, and the others are still applied.`,
+target the server rejects is reported, and the others are still applied.
+When the server's rate limit (--registrations-per-second) is reached,
+apply waits as long as the server says and goes on.`,
 		Example: `  cat <<EOF | probectl apply -f -
   name: page
   labels: {app: probed}
@@ -78,7 +80,14 @@ func apply(ctx context.Context, c *client.Client, w, errOut io.Writer, format st
 	applied := make([]*probev1.Target, 0, len(specs))
 	failed := 0
 	for _, sp := range specs {
-		got, created, err := c.Apply(ctx, sp.target)
+		var (
+			got     *probev1.Target
+			created bool
+		)
+		err := waitingOutRateLimit(ctx, func() (err error) {
+			got, created, err = c.Apply(ctx, sp.target)
+			return err
+		})
 		if err != nil {
 			if len(specs) == 1 || !perTarget(err) {
 				return err

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,66 @@ func TestDeleteGracePeriod(t *testing.T) {
 			t.Fatalf("the target is still there 10s after delete --grace-period 0: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeleteSeveral: delete takes several names, -l, -f and --all, deletes
+// each target once, and goes on past a name that is not found.
+func TestDeleteSeveral(t *testing.T) {
+	t.Parallel()
+	s, c := server(t)
+	ctx := t.Context()
+	create := func(names ...string) {
+		for _, n := range names {
+			labels := map[string]string{}
+			if strings.HasPrefix(n, "x-") {
+				labels["app"] = "x"
+			}
+			mustCreate(t, c, &probev1.Target{Name: n, Labels: labels})
+		}
+	}
+	remaining := func() []string {
+		ts, err := c.ListAll(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tg := range ts {
+			if tg.GetStatus().GetPhase() != probev1.Phase_PHASE_TERMINATING {
+				names = append(names, tg.GetName())
+			}
+		}
+		return names
+	}
+	create("a", "b", "x-1", "x-2", "f", "keep")
+
+	for _, tt := range []struct {
+		name     string
+		stdin    string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+		left     []string
+	}{
+		{name: "nothing named", args: []string{"delete"}, wantCode: 1, wantErr: "delete needs target names"},
+		{name: "bad selector", args: []string{"delete", "-l", "app"}, wantCode: 1, wantErr: "bad label selector"},
+		{name: "names, one twice, one unknown", args: []string{"delete", "a", "nope", "b", "a"}, wantCode: 1,
+			wantOut: "target/a deleted\ntarget/b deleted\n", wantErr: "target/nope: target \"nope\": not found\nError: 1 of 3 targets not deleted\n",
+			left: []string{"f", "keep", "x-1", "x-2"}},
+		{name: "selector", args: []string{"delete", "-l", "app=x"}, wantOut: "target/x-1 deleted\ntarget/x-2 deleted\n", left: []string{"f", "keep"}},
+		{name: "file", stdin: "name: f\n", args: []string{"delete", "-f", "-"}, wantOut: "target/f deleted\n", left: []string{"keep"}},
+		{name: "all", args: []string{"delete", "--all", "--grace-period", "0"}, wantOut: "target/keep deleted\n"},
+		{name: "all of none", args: []string{"delete", "--all"}, wantErr: "no target to delete\n"},
+	} {
+		r := probectl(ctx, s.Addr, tt.stdin, tt.args...)
+		if r.code != tt.wantCode || r.out != tt.wantOut || !strings.Contains(r.err, tt.wantErr) {
+			t.Errorf("%s: %q: code %d, stdout %q, stderr %q; want %d, %q, %q", tt.name, tt.args, r.code, r.out, r.err, tt.wantCode, tt.wantOut, tt.wantErr)
+		}
+		if tt.wantCode == 0 || tt.left != nil {
+			if got := remaining(); !slices.Equal(got, tt.left) {
+				t.Errorf("%s: left %q, want %q", tt.name, got, tt.left)
+			}
+		}
 	}
 }

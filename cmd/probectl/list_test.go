@@ -149,7 +149,7 @@ func TestListSaysWhy(t *testing.T) {
 	if diff := cmp.Diff([]string{"NAME", "PHASE", "STARTED", "LIVE", "READY", "STARTUP", "LIVENESS", "READINESS", "AGE", "LABELS", "REVISION", "MESSAGE"}, rows[0]); diff != "" {
 		t.Errorf("wide header (-want +got):\n%s", diff)
 	}
-	if got := strings.Join(rows[2][9:], " "); !regexp.MustCompile(`^- \d+ readiness: ok$`).MatchString(got) {
-		t.Errorf("wide row of up ends with %q, want no labels, its revision and readiness: ok", got)
+	if got := strings.Join(rows[2][9:], " "); !regexp.MustCompile(`^- \d+ readiness: HTTP 200, 2 bytes$`).MatchString(got) {
+		t.Errorf("wide row of up ends with %q, want no labels, its revision and readiness's success message", got)
 	}
 }

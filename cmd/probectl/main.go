@@ -17,7 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/buildinfo"
 )
+
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps `git describe`); buildinfo.Version falls back to what go
+// build recorded.
+var version = "dev"
 
 // defaultAddr is where probectl looks for probed unless --addr or
 // PROBED_ADDR says otherwise.
@@ -89,6 +95,10 @@ type rootOptions struct {
 	keyFile   string
 	tokenFile string
 	output    string
+	// configFile and context select a context of probectl's
+	// configuration file (context.go).
+	configFile string
+	context    string
 
 	// now is the clock used for ages; tests replace it.
 	now func() time.Time
@@ -116,22 +126,23 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 		Long: `probectl talks to probed over gRPC: it applies target specs, shows targets
 and their probes, triggers and resets probes, follows events and waits for
 a target to become ready.`,
+		Version:       buildinfo.Version(version) + " " + buildinfo.GoVersion(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.output {
 			case outputTable, outputJSON, outputYAML:
-				return nil
 			case outputWide:
-				if cmd.Name() == "list" || cmd.Name() == "get" {
-					return nil
+				if cmd.Name() != "list" && cmd.Name() != "get" {
+					return &usageError{fmt.Errorf("-o wide is for list and get; %s prints table, json or yaml", cmd.Name())}
 				}
-				return &usageError{fmt.Errorf("-o wide is for list and get; %s prints table, json or yaml", cmd.Name())}
 			default:
 				return &usageError{fmt.Errorf("unknown output format %q: want table, wide (list and get), json or yaml", o.output)}
 			}
+			return o.applyContext(cmd)
 		},
 	}
+	root.SetVersionTemplate("probectl {{.Version}}\n")
 	root.SetOut(out)
 	root.SetErr(errOut)
 	f := root.PersistentFlags()
@@ -141,6 +152,8 @@ a target to become ready.`,
 	f.StringVar(&o.keyFile, "key", "", "PEM file of the client certificate's key")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token sent with every call")
 	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, wide (list and get: more columns), json or yaml")
+	f.StringVar(&o.configFile, "config", "", "probectl's configuration file of named contexts (env PROBECTL_CONFIG; default "+defaultContextFile()+" if it exists)")
+	f.StringVar(&o.context, "context", "", "the context of the configuration file to use (default: its current-context); flags given override its settings")
 
 	root.AddCommand(
 		newApplyCommand(o),

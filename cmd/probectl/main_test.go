@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// No configuration file of the machine's user (context.go) applies.
+	dir, err := os.MkdirTemp("", "probectl-config")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	os.Unsetenv("PROBECTL_CONFIG")
+	os.Unsetenv("PROBED_ADDR")
+	defer os.RemoveAll(dir)
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,6 +51,41 @@ func TestFlagsAgainstMutualTLSAndTokens(t *testing.T) {
 	}
 	if r := probectl(ctx, s.Addr, "", append(creds, "get", "web", "-o", "json")...); r.code != 0 || !strings.Contains(r.out, `"name": "web"`) {
 		t.Fatalf("get: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+
+	// The same settings as a context of probectl's configuration file,
+	// its paths relative to the file.
+	config := testpki.WriteFile(t, dir, "probectl.yaml", []byte(`current-context: secure
+contexts:
+  - name: secure
+    addr: `+s.Addr+`
+    ca: ca.pem
+    cert: `+filepath.Base(clientCert)+`
+    key: `+filepath.Base(clientKey)+`
+    token-file: token
+  - name: plain
+    addr: `+s.Addr+`
+`))
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		wantErr string // "": success
+	}{
+		{name: "current context", args: []string{"--config", config, "get", "web"}},
+		{name: "named context", args: []string{"--config", config, "--context", "secure", "get", "web"}},
+		{name: "flags override the context", args: []string{"--config", config, "--token-file", writeFile(t, "bad", "not-the-token-0123456789\n"), "get", "web"}, wantErr: "invalid bearer token"},
+		{name: "context without credentials", args: []string{"--config", config, "--context", "plain", "get", "web"}, wantErr: "Error:"},
+		{name: "unknown context", args: []string{"--config", config, "--context", "prod", "get", "web"}, wantErr: `--context "prod": no such context in ` + config + ` (secure, plain)`},
+		{name: "missing file", args: []string{"--config", filepath.Join(dir, "nope.yaml"), "get", "web"}, wantErr: "nope.yaml: no such file"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(ctx, tt.args, strings.NewReader(""), &out, &errOut)
+		if tt.wantErr == "" && (code != 0 || !strings.Contains(out.String(), "web")) {
+			t.Errorf("%s: code %d, stdout %q, stderr %q; want the target", tt.name, code, out.String(), errOut.String())
+		}
+		if tt.wantErr != "" && (code == 0 || !strings.Contains(errOut.String(), tt.wantErr)) {
+			t.Errorf("%s: code %d, stderr %q; want a failure mentioning %q", tt.name, code, errOut.String(), tt.wantErr)
+		}
 	}
 
 	refused := []struct {

@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/probed/probed/internal/buildinfo"
 )
 
 // command is one subcommand. A command without a summary is hidden: it is
@@ -46,6 +48,11 @@ var commands = []command{
 	{name: e2eFloorCommand, run: runE2EFloor},
 }
 
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps `git describe`); buildinfo.Version falls back to what go
+// build recorded.
+var version = "dev"
+
 // errUsage reports bad arguments whose explanation was already printed.
 var errUsage = errors.New("usage")
 
@@ -66,6 +73,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, "probed-bench", buildinfo.Version(version), buildinfo.GoVersion())
 		return 0
 	}
 	for _, c := range commands {

@@ -59,3 +59,11 @@ func TestHiddenCommandsAreNotListed(t *testing.T) {
 		t.Errorf("usage lists the hidden %q:\n%s", schedChildCommand, stderr.String())
 	}
 }
+
+// TestVersion: --version prints the binary's version on stdout.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if got := run(context.Background(), []string{"--version"}, &stdout, &stderr); got != 0 || !strings.HasPrefix(stdout.String(), "probed-bench ") {
+		t.Errorf("run(--version) = %d, stdout %q, stderr %q; want 0 and probed-bench VERSION", got, stdout.String(), stderr.String())
+	}
+}

@@ -12,12 +12,24 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps `git describe`); buildVersion falls back to what go build
+// recorded.
 var version = "dev"
 
-var errHelp = errors.New("help requested")
+// buildVersion is the version of this binary (buildinfo.Version).
+func buildVersion() string { return buildinfo.Version(version) }
+
+// versionLine is what --version prints: "probed VERSION GOVERSION".
+func versionLine() string { return "probed " + buildVersion() + " " + buildinfo.GoVersion() }
+
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested") // print versionLine
+)
 
 // config is everything the flags set.
 type config struct {
@@ -39,6 +51,10 @@ type config struct {
 	maxInflight  int
 	tick         time.Duration
 	grace        time.Duration
+
+	// printConfig, with --print-config, is the effective configuration
+	// for main to print instead of serving.
+	printConfig []byte
 
 	cluster   clusterConfig   // cluster.go
 	telemetry telemetryConfig // telemetry.go
@@ -73,6 +89,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.tick, "tick", time.Millisecond, "timer wheel tick (scheduling resolution)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "how long a graceful shutdown may take before connections are cut and the store is closed (changes it could not write are logged)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	configFile := fs.String("config", "", "YAML file whose keys are these flags' names (metrics-addr: 127.0.0.1:9464); flags given on the command line override it")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (defaults, --config file and flags) as a --config file, and exit")
 	c.cluster.register(fs)
 	c.telemetry.register(fs)
 	c.security.register(fs)
@@ -86,8 +104,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, err
 	}
 	if *showVersion {
-		fmt.Fprintln(out, "probed", version)
-		return nil, errHelp
+		return nil, errVersion
+	}
+	if *configFile != "" {
+		if err := applyConfigFile(fs, *configFile); err != nil {
+			return nil, err
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -120,6 +142,13 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	if err := c.ui.validate(); err != nil {
 		return nil, err
+	}
+	if *printConfig {
+		b, err := effectiveConfig(fs)
+		if err != nil {
+			return nil, err
+		}
+		c.printConfig = b
 	}
 	return c, nil
 }

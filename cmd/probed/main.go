@@ -21,9 +21,17 @@ func main() {
 	if errors.Is(err, errHelp) {
 		return
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Println(versionLine())
+		return
+	}
 	if err != nil {
 		printFlagError(os.Stderr, err)
 		os.Exit(2)
+	}
+	if cfg.printConfig != nil {
+		_, _ = os.Stdout.Write(cfg.printConfig)
+		return
 	}
 	if err := serve(ctx, cfg, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "probed:", err)

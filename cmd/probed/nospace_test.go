@@ -112,7 +112,7 @@ func TestServeOnAFullDisk(t *testing.T) {
 	if _, err := c.DeleteTarget(ctx, &probev1.DeleteTargetRequest{Name: "before-0"}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no space") {
 		t.Errorf("delete on a full disk = %v, want Unavailable saying no space", err)
 	}
-	if got := healthStatus(t, health); got != healthpb.HealthCheckResponse_NOT_SERVING {
+	if got := servingStatus(t, health); got != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health on a full disk = %v, want NOT_SERVING", got)
 	}
 	if got := scrapeMetric(t, maddr, probedtel.MetricStoreUnavailable); got < 1 {
@@ -139,7 +139,7 @@ func TestServeOnAFullDisk(t *testing.T) {
 
 	fs.Free(t)
 	deadline = time.Now().Add(20 * time.Second)
-	for healthStatus(t, health) != healthpb.HealthCheckResponse_SERVING {
+	for servingStatus(t, health) != healthpb.HealthCheckResponse_SERVING {
 		if time.Now().After(deadline) {
 			t.Fatal("health not SERVING 20s after space was freed")
 		}
@@ -223,11 +223,20 @@ func dialProbed(t *testing.T, addr string) (probev1.ProbeServiceClient, healthpb
 	return probev1.NewProbeServiceClient(conn), healthpb.NewHealthClient(conn)
 }
 
-func healthStatus(t *testing.T, h healthpb.HealthClient) healthpb.HealthCheckResponse_ServingStatus {
+// servingStatus is the server's ("") health status; it fails the test
+// if probe.v1.ProbeService's differs.
+func servingStatus(t *testing.T, h healthpb.HealthClient) healthpb.HealthCheckResponse_ServingStatus {
 	t.Helper()
 	resp, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatalf("health check: %v", err)
+	}
+	svc, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{Service: probev1.ProbeService_ServiceDesc.ServiceName})
+	if err != nil {
+		t.Fatalf("health check of %s: %v", probev1.ProbeService_ServiceDesc.ServiceName, err)
+	}
+	if svc.GetStatus() != resp.GetStatus() {
+		t.Fatalf("health: server %v, %s %v", resp.GetStatus(), probev1.ProbeService_ServiceDesc.ServiceName, svc.GetStatus())
 	}
 	return resp.GetStatus()
 }

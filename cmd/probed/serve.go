@@ -13,8 +13,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/probed/probed/check"
@@ -59,7 +57,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	// grpc.health.v1 says NOT_SERVING while the store cannot write (a
 	// full disk): probing goes on, but creates, updates and deletes are
 	// refused until it can again.
-	healthSrv := health.NewServer()
+	healthSrv := newHealth()
 	if cfg.allowExec && (cfg.subreaper || os.Getpid() == 1) {
 		// As PID 1 (a container) probed adopts every orphan: the
 		// children exec probes leave behind must be reaped here, or they
@@ -70,7 +68,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 		defer stopReaper()
 	}
-	checkOpts := check.Options{UserAgent: "probed/" + version, AllowExec: cfg.allowExec, Inject: tel.inject()}
+	checkOpts := check.Options{UserAgent: "probed/" + buildVersion(), AllowExec: cfg.allowExec, Inject: tel.inject()}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,
@@ -89,7 +87,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		MaxTargets:       cfg.maxTargets,
 		MaxInflight:      cfg.maxInflight,
 		Tick:             cfg.tick,
-		OnStoreError:     storeHealth(healthSrv),
+		OnStoreError:     healthSrv.storeError,
 	}
 	sec.configure(&engOpts, &checkOpts)
 	engOpts.Checkers = check.New(checkOpts)
@@ -120,8 +118,8 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		ReplicaID: be.replica,
 		Addr:      lis.Addr().String(),
 	}).Register(g)
-	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
+	healthSrv.register(g) // last: it answers for every service above
 
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
@@ -145,7 +143,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if be.join != nil {
 		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
 	}
-	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, log)
+	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, lis.Addr().String(), log)
 	if err != nil {
 		stopCluster()
 		stopEngine()
@@ -154,7 +152,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		return err
 	}
 
-	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", version}, be.where...)...)
+	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", buildVersion()}, be.where...)...)
 	if ready != nil {
 		ready(lis.Addr())
 	}
@@ -173,7 +171,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 		clusterErr <- nil
 	}
-	healthSrv.Shutdown()
+	healthSrv.shutdown()
 	// The whole shutdown gets --shutdown-grace. Leaving the cluster and
 	// the engine's last flush need the store; if it cannot answer (etcd
 	// unreachable) in time, closing it ends what waits on it, and the
@@ -211,23 +209,4 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	return runErr
 }
 
-// storeHealth returns the engine's OnStoreError: it sets the serving
-// status of the server as a whole ("") to NOT_SERVING while the store cannot write, and back to SERVING when it
-// can.
-func storeHealth(h *health.Server) func(err error) {
-	return func(err error) {
-		st := healthpb.HealthCheckResponse_SERVING
-		if err != nil {
-			st = healthpb.HealthCheckResponse_NOT_SERVING
-		}
-		h.SetServingStatus("", st)
-	}
-}
-
-func newLogger(cfg *config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.logLevel}
-	if cfg.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
+func newLogger(cfg *config) *slog.Logger { return newLoggerTo(os.Stderr, cfg) }

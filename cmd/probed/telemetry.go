@@ -73,7 +73,7 @@ type telemetry struct {
 func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.Logger) (*telemetry, error) {
 	c := &cfg.telemetry
 	tel, err := probedtel.New(ctx, probedtel.Config{
-		Version:     version,
+		Version:     buildVersion(),
 		Logger:      log,
 		Prometheus:  c.metricsAddr != "",
 		TargetLabel: c.targetLabel,

@@ -41,8 +41,9 @@ func (c *uiConfig) validate() error {
 }
 
 // startUI serves the status page until ctx is done (nothing when it is
-// off); the returned function waits for it to stop.
-func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, sec *security, log *slog.Logger) (wait func(), err error) {
+// off); the returned function waits for it to stop. apiAddr is the gRPC
+// API's address, shown on the page.
+func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, sec *security, apiAddr string, log *slog.Logger) (wait func(), err error) {
 	if cfg.ui.addr == "" {
 		return func() {}, nil
 	}
@@ -50,7 +51,8 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
-	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline}
+	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline,
+		About: ui.About{Version: buildVersion(), Addr: apiAddr}}
 	if be.replicas != nil {
 		opts.Cluster = pageCluster{be.replicas, be.replica}
 	}

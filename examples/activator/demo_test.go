@@ -102,8 +102,10 @@ func TestDemo(t *testing.T) {
 	for line := range lines { // until every job holding stdout is gone
 		out.WriteString(line + "\n")
 	}
-	if err := cmd.Wait(); err != nil && ctx.Err() != nil {
-		t.Fatalf("the demo did not stop on SIGINT: %v", err)
+	// Exit status 0: Ctrl-C is how the demo ends, and make then reports
+	// no "Error 130".
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the demo did not stop cleanly on SIGINT: %v", err)
 	}
 	if !strings.Contains(out.String(), "demo stopped") {
 		t.Errorf("after Ctrl-C the output lacks \"demo stopped\":\n%s", out.String())

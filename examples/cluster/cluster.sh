@@ -7,7 +7,8 @@
 # of a binary — into bin/, then starts:
 #   - etcd on $ETCD_ADDR (data in $DATA_DIR/etcd);
 #   - three probed replicas, r1 r2 r3, on $BASE_PORT+1..3, each with its
-#     status page on $UI_BASE_PORT+1..3, lease TTL $LEASE_TTL.
+#     status page on $UI_BASE_PORT+1..3 and its metrics (probed_cluster_*
+#     among them) on $METRICS_BASE_PORT+1..3, lease TTL $LEASE_TTL.
 # Logs go to $DATA_DIR/*.log. Ctrl-C stops everything (the replicas hand
 # their targets over as they leave); the data stays in $DATA_DIR (remove
 # it, or `make clean`, to start afresh).
@@ -21,6 +22,7 @@ ETCD_ADDR=${ETCD_ADDR:-127.0.0.1:2379}
 ETCD_PEER_ADDR=${ETCD_PEER_ADDR:-127.0.0.1:2380}
 BASE_PORT=${BASE_PORT:-50060}
 UI_BASE_PORT=${UI_BASE_PORT:-8090}
+METRICS_BASE_PORT=${METRICS_BASE_PORT:-9470}
 LEASE_TTL=${LEASE_TTL:-5s}
 
 cd "$(dirname "$0")/../.."
@@ -42,7 +44,8 @@ cleanup() {
 	echo "cluster stopped (data kept in $DATA_DIR)"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C is how the cluster ends: a success, so make reports no error.
+trap 'exit 0' INT TERM
 
 echo "building probed, probectl and etcd into $BIN/ ..."
 "$GO" build -o "$BIN/" ./cmd/probed ./cmd/probectl
@@ -60,17 +63,19 @@ echo "etcd         http://$ETCD_ADDR   (log $DATA_DIR/etcd.log)"
 for i in 1 2 3; do
 	addr=127.0.0.1:$((BASE_PORT + i))
 	ui=127.0.0.1:$((UI_BASE_PORT + i))
+	metrics=127.0.0.1:$((METRICS_BASE_PORT + i))
 	"$BIN/probed" --store etcd --etcd-endpoints "$ETCD_ADDR" --replica-id "r$i" \
-		--addr "$addr" --ui-addr "$ui" --metrics-addr "" --lease-ttl "$LEASE_TTL" \
+		--addr "$addr" --ui-addr "$ui" --metrics-addr "$metrics" --lease-ttl "$LEASE_TTL" \
 		>"$DATA_DIR/r$i.log" 2>&1 &
 	pids+=($!)
-	echo "replica r$i   $addr  status page http://$ui/  (log $DATA_DIR/r$i.log)"
+	echo "replica r$i   $addr  status page http://$ui/  metrics http://$metrics/metrics  (log $DATA_DIR/r$i.log)"
 done
 
 echo
-echo "try:  $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 1)) apply -f examples/targets/"
+echo "try:  $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 1)) apply -f examples/targets/backend.yaml -f examples/cluster/targets/page.yaml"
 echo "      $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 2)) list -o wide"
 echo "      $BIN/probectl --addr 127.0.0.1:$((BASE_PORT + 3)) replicas"
+echo "      curl -s http://127.0.0.1:$((METRICS_BASE_PORT + 1))/metrics | grep ^probed_cluster_"
 echo "      kill -9 ${pids[2]}   # replica r2 dies: within 2 × $LEASE_TTL r1 and r3 probe its targets"
 echo "Ctrl-C stops the cluster."
 # A replica that dies is what a cluster is for: the script goes on. Only

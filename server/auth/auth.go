@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -34,9 +35,24 @@ import (
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
-// Anonymous is every caller's identity on a server that authenticates no
-// one: all of them share the per-client limits.
+// Anonymous is the identity of a caller on a server that authenticates no
+// one, followed by "@" and the caller's IP address (AnonymousAt): the
+// callers of one host share the per-client limits, those of another host
+// have their own.
 const Anonymous = "anonymous"
+
+// AnonymousAt is the identity of an unauthenticated caller from addr (a
+// host:port or an IP address): "anonymous@127.0.0.1", "anonymous@::1";
+// Anonymous alone when addr is unknown.
+func AnonymousAt(addr string) string {
+	if addr == "" {
+		return Anonymous
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	return Anonymous + "@" + addr
+}
 
 // healthPrefix is the method prefix of grpc.health.v1.Health.
 const healthPrefix = "/grpc.health.v1.Health/"
@@ -203,7 +219,11 @@ func rateLimited(id string, wait time.Duration, help string) error {
 // authenticate returns the caller's identity, or why it has none.
 func (a *Authenticator) authenticate(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	return a.identify(peerCertificate(ctx), md.Get("authorization"))
+	id, err := a.identify(peerCertificate(ctx), md.Get("authorization"))
+	if id == Anonymous {
+		id = AnonymousAt(peerAddr(ctx))
+	}
+	return id, err
 }
 
 // identify checks the credentials of a call: the client certificate the

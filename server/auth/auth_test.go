@@ -140,8 +140,22 @@ func tokens(t *testing.T, data string) *auth.Tokens {
 func TestAnonymousWithoutAuthentication(t *testing.T) {
 	t.Parallel()
 	conn := dial(t, startEcho(t, auth.New(auth.Options{}), nil), nil)
-	if id, err := call(t, conn, probev1.ProbeService_GetTarget_FullMethodName, ""); err != nil || id != auth.Anonymous {
-		t.Fatalf("identity = %q, %v; want %q", id, err, auth.Anonymous)
+	if id, err := call(t, conn, probev1.ProbeService_GetTarget_FullMethodName, ""); err != nil || id != "anonymous@127.0.0.1" {
+		t.Fatalf("identity = %q, %v; want anonymous@127.0.0.1 (the caller's host)", id, err)
+	}
+}
+
+func TestAnonymousAt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ addr, want string }{
+		{"127.0.0.1:5000", "anonymous@127.0.0.1"},
+		{"[::1]:5000", "anonymous@::1"},
+		{"10.0.0.7", "anonymous@10.0.0.7"},
+		{"", "anonymous"},
+	} {
+		if got := auth.AnonymousAt(tt.addr); got != tt.want {
+			t.Errorf("AnonymousAt(%q) = %q, want %q", tt.addr, got, tt.want)
+		}
 	}
 }
 

@@ -183,6 +183,20 @@ try {
   await page.waitForFunction((n) => document.querySelector('#foot').textContent.includes(`showing ${n} of ${n}`), EXPECT_TARGETS);
   log('filters work');
 
+  // The page says which probed serves it; a label chip shows itself whole
+  // in its tooltip.
+  const about = await page.$eval('#about', (e) => e.textContent);
+  check(/127\.0\.0\.1:\d+/.test(about), `the header names the probed's API address: ${about}`);
+  const foot = await page.$eval('#foot', (e) => e.textContent);
+  check(/probed \S+ · API 127\.0\.0\.1:\d+/.test(foot) && foot.includes('up to date at revision'), `the footer says which probed and which revision: ${foot}`);
+  await page.fill('#filter', 'db-replica');
+  await page.waitForSelector('#viewport .row[data-name="db-replica"] .labels .label');
+  const chip = await page.$eval('#viewport .row[data-name="db-replica"] .labels .label', (e) => e.title);
+  check(chip === 'app=db', `a label chip has its text as tooltip: ${chip}`);
+  await page.fill('#filter', '');
+  await page.waitForFunction((n) => document.querySelector('#foot').textContent.includes(`showing ${n} of ${n}`), EXPECT_TARGETS);
+  log('the page says which probed it is; label chips have tooltips');
+
   // 6. Clicking a target shows its spec as probectl prints it, and its events.
   await page.click('#viewport .row[data-name="checkout"]');
   await page.waitForFunction(() => {

@@ -35,7 +35,7 @@
     feed: $('feed'), foot: $('foot'), filter: $('filter'), conn: $('conn'), feedToggle: $('feed-toggle'),
     detail: $('detail'), dName: $('d-name'), dStatus: $('d-status'), dEvents: $('d-events'),
     dJSON: $('d-json'), dCmd: $('d-cmd'), dTimeline: $('d-timeline'), dWindow: $('d-window'),
-    members: $('members'), membersList: $('members-list'),
+    members: $('members'), membersList: $('members-list'), about: $('about'),
   };
 
   const st = {
@@ -47,6 +47,7 @@
     probes: [],         // the probe types some target has: the columns shown
     lastId: '',         // last SSE id: the revision the page is consistent at
     revision: 0,
+    about: null,        // {version, addr, replica}: the probed serving the page
     loaded: false,
     selected: '',
     feed: [],           // newest first
@@ -343,11 +344,18 @@
 
   function rowHTML(t) {
     let labels = '';
+    let all = '';
     if (t.labels) {
-      for (const k of Object.keys(t.labels).sort()) labels += `<span class="label">${esc(k)}=${esc(t.labels[k])}</span>`;
+      for (const k of Object.keys(t.labels).sort()) {
+        const kv = `${k}=${t.labels[k]}`;
+        labels += `<span class="label" title="${esc(kv)}">${esc(kv)}</span>`;
+        all += `${all ? '\n' : ''}${kv}`;
+      }
     }
+    // A chip cut by the column shows itself whole in its tooltip; the
+    // labels' line lists them all (some may not fit).
     return `<span class="stripe"></span>` +
-      `<div class="two"><div class="name" title="${esc(t.name)}">${esc(t.name)}</div><div class="labels">${labels}</div></div>` +
+      `<div class="two"><div class="name" title="${esc(t.name)}">${esc(t.name)}</div><div class="labels" title="${esc(all)}">${labels}</div></div>` +
       stateCell(t) +
       timelineCell(t) +
       st.probes.map((type) => probeCell(t, type)).join('') +
@@ -540,6 +548,12 @@
       }).catch(() => {});
       st.retryTimer = setTimeout(connect, 3000);
     };
+    on('about', (d) => {
+      st.about = d;
+      const where = d.replica ? `replica ${d.replica} · ${d.addr}` : d.addr;
+      els.about.textContent = `status · ${where}`;
+      els.about.title = `probed ${d.version}, API on ${d.addr}${d.replica ? `, replica ${d.replica}` : ''}`;
+    });
     on('reset', () => {
       st.targets.clear();
       st.names = [];
@@ -640,9 +654,12 @@
     }
     let down = 0;
     for (const t of st.targets.values()) if (t.phase !== 'terminating' && !t.ready) down++;
-    document.title = `${down ? `(${down} not ready) ` : ''}probed · status`;
+    const who = st.about ? (st.about.replica || st.about.addr) : '';
+    document.title = `${down ? `(${down} not ready) ` : ''}probed${who ? ` ${who}` : ''} · status`;
     const filtered = st.tokens.length ? ` (${all} match the filter)` : '';
-    els.foot.innerHTML = `<span>revision ${st.revision}</span><span>showing ${st.shown.length} of ${st.targets.size}${filtered}</span>` +
+    const about = st.about ? `<span class="about">probed ${esc(st.about.version)} · API ${esc(st.about.addr)}${st.about.replica ? ` · replica ${esc(st.about.replica)}` : ''}</span>` : '';
+    els.foot.innerHTML = `${about}<span title="Every change to a target is an event with a revision that only goes up; the page has every event up to this one. probectl watch --since REV resumes from a revision.">up to date at revision ${st.revision}</span>` +
+      `<span>showing ${st.shown.length} of ${st.targets.size}${filtered}</span>` +
       `<span>${st.loaded ? `watching since ${clock(st.since)}` : 'loading…'}</span>`;
   }
 
