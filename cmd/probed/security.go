@@ -29,8 +29,11 @@ import (
 
 // Defaults of the security flags; SECURITY.md explains each.
 const (
-	defaultMaxTargets             = 100_000 // --max-targets, in config.go
-	defaultMaxWatchers            = 1000
+	defaultMaxTargets  = 100_000 // --max-targets, in config.go
+	defaultMaxWatchers = 1000
+	// defaultMaxWatchersPerClient: a quarter of --max-watchers, so that at
+	// least four clients share the slots.
+	defaultMaxWatchersPerClient   = defaultMaxWatchers / 4
 	defaultMaxRequestBytes        = 1 << 20
 	defaultRegistrationsPerSecond = 100
 	defaultRegistrationsBurst     = 200
@@ -70,6 +73,7 @@ type securityConfig struct {
 
 	maxTargetsPerClient    int
 	maxWatchers            int
+	maxWatchersPerClient   int
 	maxRequestBytes        int
 	registrationsPerSecond float64
 	registrationsBurst     int
@@ -97,6 +101,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
+	fs.IntVar(&c.maxWatchersPerClient, "max-watchers-per-client", defaultMaxWatchersPerClient, "maximum number of Watch streams and status-page event streams one client identity may have open at once (0: no limit but --max-watchers)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
 	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
@@ -123,6 +128,8 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return fmt.Errorf("--max-targets-per-client %d: must not be negative", c.maxTargetsPerClient)
 	case c.maxWatchers < 0:
 		return fmt.Errorf("--max-watchers %d: must not be negative", c.maxWatchers)
+	case c.maxWatchersPerClient < 0:
+		return fmt.Errorf("--max-watchers-per-client %d: must not be negative", c.maxWatchersPerClient)
 	case c.maxRequestBytes < 1024:
 		return fmt.Errorf("--max-request-bytes %d: must be at least 1024", c.maxRequestBytes)
 	case c.registrationsPerSecond < 0:
@@ -327,6 +334,7 @@ func (s *security) configure(eo *engine.Options, co *check.Options) {
 	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
 	eo.MaxTargetsPerClient = s.cfg.maxTargetsPerClient
 	eo.MaxWatchers = s.cfg.maxWatchers
+	eo.MaxWatchersPerClient = s.cfg.maxWatchersPerClient
 }
 
 // protect wraps an HTTP handler (status page, metrics) with the API's

@@ -133,6 +133,7 @@ func TestSecurityFlags(t *testing.T) {
 		{name: "host bits", args: []string{"--allow-targets", "10.1.2.3/8"}, wantErr: "did you mean 10.0.0.0/8?"},
 		{name: "not an address", args: []string{"--allow-targets", "example.com"}, wantErr: "neither a CIDR prefix nor an IP address"},
 		{name: "negative watchers", args: []string{"--max-watchers", "-1"}, wantErr: "--max-watchers"},
+		{name: "negative watchers per client", args: []string{"--max-watchers-per-client", "-1"}, wantErr: "--max-watchers-per-client -1"},
 		{name: "tiny requests", args: []string{"--max-request-bytes", "10"}, wantErr: "--max-request-bytes"},
 		{name: "negative rate", args: []string{"--registrations-per-second", "-1"}, wantErr: "--registrations-per-second"},
 		{name: "zero burst", args: []string{"--registrations-burst", "0"}, wantErr: "--registrations-burst"},
@@ -169,7 +170,7 @@ func TestSecurityFlagDefaults(t *testing.T) {
 	if !slices.Equal(sc.denyTargets, check.DefaultDeny()) || len(sc.allowTargets) != 0 {
 		t.Errorf("policy = allow %v deny %v, want allow all but check.DefaultDeny()", sc.allowTargets, sc.denyTargets)
 	}
-	if cfg.maxTargets != 100_000 || sc.maxWatchers != 1000 || sc.maxRequestBytes != 1<<20 ||
+	if cfg.maxTargets != 100_000 || sc.maxWatchers != 1000 || sc.maxWatchersPerClient != 250 || sc.maxStreamsPerConnection != 100 || sc.maxRequestBytes != 1<<20 ||
 		sc.registrationsPerSecond != 100 || sc.registrationsBurst != 200 || sc.maxTargetsPerClient != 0 || !sc.openHealth {
 		t.Errorf("defaults: max-targets %d, %+v", cfg.maxTargets, sc)
 	}
