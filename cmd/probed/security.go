@@ -70,6 +70,7 @@ type securityConfig struct {
 	denyTargets   prefixList
 	execAllowlist commaList
 	allowedHosts  commaList
+	allowSelf     bool
 
 	maxTargetsPerClient    int
 	maxWatchers            int
@@ -97,6 +98,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	c.denyTargets.set(check.DefaultDeny())
 	fs.Var(&c.allowTargets, "allow-targets", "comma-separated CIDRs probes may connect to; empty: all not denied")
 	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default; \"\" denies nothing)")
+	fs.BoolVar(&c.allowSelf, "allow-self-probes", false, "allow probes of probed's own status page (--ui-addr) and metrics (--metrics-addr) listeners, which are refused by default: each such probe makes probed serve a whole event stream or metrics scrape")
 	fs.Var(&c.execAllowlist, "exec-allowlist", "comma-separated commands (exact command[0]) exec probes may run; empty: any (with --allow-exec)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
@@ -194,6 +196,9 @@ type security struct {
 
 	guard *hostguard.Guard    // Host and Origin checks of the HTTP listeners
 	conns *connlimit.Listener // the API's listener, set by listen
+	// own are the HTTP listeners probes may not reach (without
+	// --allow-self-probes); added as they open (listening).
+	own *check.OwnListeners
 
 	stop func()         // stops the reloading goroutine
 	wg   sync.WaitGroup // the reloading goroutine
@@ -201,7 +206,7 @@ type security struct {
 
 func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 	sc := cfg.security
-	s := &security{cfg: sc, allow: cfg.allowExec, log: log, stop: func() {}}
+	s := &security{cfg: sc, allow: cfg.allowExec, log: log, stop: func() {}, own: &check.OwnListeners{}}
 	var reload []auth.Reloader
 	if sc.tlsCert != "" {
 		certs, err := auth.LoadCerts(sc.tlsCert, sc.tlsKey, sc.clientCA)
@@ -316,6 +321,10 @@ func (s *security) admit(ctx context.Context) {
 	}
 }
 
+// listening records an HTTP listener of probed's (the status page, the
+// metrics), named by its flag, as one probes may not reach.
+func (s *security) listening(flag string, addr net.Addr) { s.own.Add(flag, addr) }
+
 // tlsConfig returns the TLS configuration of the API (nil without TLS),
 // for HTTP listeners that share its certificate and client CA.
 func (s *security) tlsConfig() *tls.Config {
@@ -329,6 +338,9 @@ func (s *security) tlsConfig() *tls.Config {
 // checkers.
 func (s *security) configure(eo *engine.Options, co *check.Options) {
 	policy := &check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets}
+	if !s.cfg.allowSelf {
+		policy.Own = s.own
+	}
 	co.Policy = policy
 	co.ExecAllowlist = s.cfg.execAllowlist
 	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
