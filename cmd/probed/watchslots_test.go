@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"strings"
@@ -48,7 +49,8 @@ func TestOneClientCannotTakeEveryWatchSlot(t *testing.T) {
 		return status.Convert(err)
 	}
 	// events opens the status page's event stream and returns its HTTP
-	// status; the stream stays open until the test ends.
+	// status, having read up to its recent past when it is 200; the
+	// stream stays open until the test ends.
 	events := func(tok string) int {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ui+"/api/events", nil)
 		if err != nil {
@@ -60,15 +62,34 @@ func TestOneClientCannotTakeEveryWatchSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = resp.Body.Close() })
+		if resp.StatusCode == http.StatusOK {
+			r := bufio.NewReader(resp.Body)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Fatalf("the event stream ended before its recent past: %v", err)
+				}
+				if line == "event: recent\n" {
+					break
+				}
+			}
+		}
 		return resp.StatusCode
 	}
 
-	// alice tries to take every slot: one status-page stream, then Watch
-	// streams.
-	if code := events(aliceToken); code != http.StatusOK {
-		t.Fatalf("alice's first event stream: %d, want 200", code)
+	// alice tries to take every slot: Watch streams, then a status-page
+	// stream in her last slot, then more of both.
+	held := 0
+	for range perClient - 1 {
+		if st := watch(aliceToken); st.Code() != codes.OK {
+			t.Fatalf("alice's Watch within her share: %v", st.Err())
+		}
+		held++
 	}
-	held := 1
+	if code := events(aliceToken); code != http.StatusOK {
+		t.Fatalf("alice's event stream in her last slot: %d, want 200", code)
+	}
+	held++
 	for range maxWatchers {
 		st := watch(aliceToken)
 		if st.Code() == codes.OK {
