@@ -29,11 +29,8 @@ import (
 
 // Defaults of the security flags; SECURITY.md explains each.
 const (
-	defaultMaxTargets  = 100_000 // --max-targets, in config.go
-	defaultMaxWatchers = 1000
-	// defaultMaxWatchersPerClient: a quarter of --max-watchers, so that at
-	// least four clients share the slots.
-	defaultMaxWatchersPerClient   = defaultMaxWatchers / 4
+	defaultMaxTargets             = 100_000 // --max-targets, in config.go
+	defaultMaxWatchers            = 1000
 	defaultMaxRequestBytes        = 1 << 20
 	defaultRegistrationsPerSecond = 100
 	defaultRegistrationsBurst     = 200
@@ -42,6 +39,9 @@ const (
 	// handshakeTimeout bounds a connection's TLS and HTTP/2 handshake.
 	handshakeTimeout = 10 * time.Second
 
+	// defaultMaxWatchersPerClient: a quarter of --max-watchers, so that at
+	// least four clients share the slots.
+	defaultMaxWatchersPerClient = defaultMaxWatchers / 4
 	// Connection bounds (issue 21): what a client without credentials can
 	// make probed hold.
 	defaultMaxStreamsPerConnection = 100
