@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,9 +40,6 @@ const (
 	// handshakeTimeout bounds a connection's TLS and HTTP/2 handshake.
 	handshakeTimeout = 10 * time.Second
 
-	// defaultMaxWatchersPerClient: a quarter of --max-watchers, so that at
-	// least four clients share the slots.
-	defaultMaxWatchersPerClient = defaultMaxWatchers / 4
 	// Connection bounds (issue 21): what a client without credentials can
 	// make probed hold.
 	defaultMaxStreamsPerConnection = 100
@@ -74,7 +72,7 @@ type securityConfig struct {
 
 	maxTargetsPerClient    int
 	maxWatchers            int
-	maxWatchersPerClient   int
+	maxWatchersPerClient   optionalInt // unset: watchersPerClient's default
 	maxRequestBytes        int
 	registrationsPerSecond float64
 	registrationsBurst     int
@@ -103,7 +101,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
-	fs.IntVar(&c.maxWatchersPerClient, "max-watchers-per-client", defaultMaxWatchersPerClient, "maximum number of Watch streams and status-page event streams one client identity may have open at once (0: no limit but --max-watchers)")
+	fs.Var(&c.maxWatchersPerClient, "max-watchers-per-client", "maximum number of Watch streams and status-page event streams one client identity may have open at once (default a quarter of --max-watchers; 0: no limit but --max-watchers)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
 	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
@@ -130,8 +128,8 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return fmt.Errorf("--max-targets-per-client %d: must not be negative", c.maxTargetsPerClient)
 	case c.maxWatchers < 0:
 		return fmt.Errorf("--max-watchers %d: must not be negative", c.maxWatchers)
-	case c.maxWatchersPerClient < 0:
-		return fmt.Errorf("--max-watchers-per-client %d: must not be negative", c.maxWatchersPerClient)
+	case c.maxWatchersPerClient.n < 0:
+		return fmt.Errorf("--max-watchers-per-client %d: must not be negative", c.maxWatchersPerClient.n)
 	case c.maxRequestBytes < 1024:
 		return fmt.Errorf("--max-request-bytes %d: must be at least 1024", c.maxRequestBytes)
 	case c.registrationsPerSecond < 0:
@@ -164,6 +162,19 @@ func (c *securityConfig) validate(listeners []listener) error {
 			"headers of its probes. Configure TLS and tokens (see SECURITY.md), or pass --insecure to accept that", l.flag, l.addr)
 	}
 	return nil
+}
+
+// watchersPerClient is --max-watchers-per-client, by default a quarter of
+// --max-watchers (at least 1), so that at least four clients share the
+// slots; with no --max-watchers, no limit.
+func (c *securityConfig) watchersPerClient() int {
+	switch {
+	case c.maxWatchersPerClient.set:
+		return c.maxWatchersPerClient.n
+	case c.maxWatchers == 0:
+		return 0
+	}
+	return max(1, c.maxWatchers/4)
 }
 
 // authenticates reports whether callers must prove who they are.
@@ -346,7 +357,7 @@ func (s *security) configure(eo *engine.Options, co *check.Options) {
 	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
 	eo.MaxTargetsPerClient = s.cfg.maxTargetsPerClient
 	eo.MaxWatchers = s.cfg.maxWatchers
-	eo.MaxWatchersPerClient = s.cfg.maxWatchersPerClient
+	eo.MaxWatchersPerClient = s.cfg.watchersPerClient()
 }
 
 // protect wraps an HTTP handler (status page, metrics) with the API's
@@ -410,6 +421,28 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
 	}
 	return p, nil
+}
+
+// optionalInt is an int flag that knows whether it was set.
+type optionalInt struct {
+	n   int
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.n)
+}
+
+func (o *optionalInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.n, o.set = n, true
+	return nil
 }
 
 // commaList is a flag of comma-separated strings.
