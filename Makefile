@@ -48,7 +48,7 @@ build: ## Build probed, probectl and probed-bench into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
-	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)'
+	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)' --allow-self-probes
 
 demo: ## Knative-style demo: probed and its status page, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
 	GO=$(GO) ./examples/activator/demo.sh
@@ -80,6 +80,7 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) inputs (seed corpora under */testd
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./engine/target
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/feature
 	$(GO) test -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzWatchRequest$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPResponse$$' -fuzztime $(FUZZTIME) ./check
 	$(GO) test -run '^$$' -fuzz '^FuzzValidSpecRuns$$' -fuzztime $(FUZZTIME) ./check
 	$(GO) test -run '^$$' -fuzz '^FuzzBoundMessage$$' -fuzztime $(FUZZTIME) ./engine/probe

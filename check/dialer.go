@@ -37,7 +37,7 @@ func newDialer(policy *Policy, linger bool) *net.Dialer {
 // any non-nil policy (fail closed). The unspecified addresses (0.0.0.0,
 // ::, ::ffff:0.0.0.0) are refused whatever the policy: connecting to one
 // reaches this host, past a deny list of its loopback addresses, and no
-// probe means that.
+// probe means that. The policy's Own listeners are refused too.
 func checkAddress(policy *Policy, address string) error {
 	ap, err := netip.ParseAddrPort(address)
 	if ip := ap.Addr().Unmap().WithZone(""); err == nil && ip.IsUnspecified() {
@@ -49,7 +49,10 @@ func checkAddress(policy *Policy, address string) error {
 	if err != nil {
 		return fmt.Errorf("cannot check address %q against the target policy: %w", address, ErrDenied)
 	}
-	return policy.Check(ap.Addr())
+	if err := policy.Check(ap.Addr()); err != nil {
+		return err
+	}
+	return policy.Own.Check(ap)
 }
 
 // setLinger sets SO_LINGER{on, lingerSeconds} on c.

@@ -23,6 +23,10 @@ type Policy struct {
 	Allow []netip.Prefix
 	// Deny lists prefixes that may never be reached; Deny wins over Allow.
 	Deny []netip.Prefix
+	// Own, when set, are probed's own listeners, which may not be reached
+	// either (whatever Allow says); listeners are added to it as they
+	// open.
+	Own *OwnListeners
 }
 
 // DefaultDeny returns the prefixes a probe engine should normally refuse:
@@ -121,6 +125,18 @@ func (p *Policy) CheckHost(host string) error {
 		return p.Check(ip)
 	}
 	return nil // a name: checked at dial time
+}
+
+// CheckHostPort is CheckHost, and checks a literal address (or
+// "localhost") with port against Own.
+func (p *Policy) CheckHostPort(host string, port int32) error {
+	if p == nil {
+		return nil
+	}
+	if err := p.CheckHost(host); err != nil {
+		return err
+	}
+	return p.Own.CheckHost(host, port)
 }
 
 // contains reports whether pfx holds ip, reading a 4in6 prefix

@@ -108,6 +108,12 @@ type Options struct {
 	// MaxWatchers limits the watchers open at once; beyond it Watch fails
 	// with ErrResourceExhausted. 0: no limit.
 	MaxWatchers int
+	// MaxWatchersPerClient limits the watchers one client identity (see
+	// WithClient) may have open at once, so that one client cannot take
+	// every MaxWatchers slot; beyond it Watch fails with
+	// ErrResourceExhausted. Watchers without an identity are not counted.
+	// 0: no limit.
+	MaxWatchersPerClient int
 	// Owns, when set, says whether this engine is to probe a target (cluster
 	// mode: its replica owns the target's shard). It decides for targets
 	// restored at Run and for targets other replicas create; the cluster
@@ -230,7 +236,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.commits.onStore = opts.OnStoreError
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted
-	e.feed.maxWatchers = opts.MaxWatchers
+	e.feed.maxWatchers, e.feed.maxWatchersPerClient = opts.MaxWatchers, opts.MaxWatchersPerClient
 	e.feed.watcherBytes, e.feed.totalBytes = opts.WatchBufferBytes, opts.WatchTotalBytes
 	e.feed.effective = e.effective
 	e.drains.init()

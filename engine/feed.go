@@ -29,6 +29,10 @@ type feed struct {
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.
 	maxWatchers int
+	// maxWatchersPerClient limits watchedBy[client] (0: no limit); set
+	// before use.
+	maxWatchersPerClient int
+	watchedBy            map[string]int // open watchers per client identity; guarded by mu
 	// watcherBytes and totalBytes bound the (estimated) bytes of events
 	// pending in one watcher's queue and in all of them (0: no bound);
 	// set before use.
@@ -58,6 +62,8 @@ func newFeed(historyCount, historyBytes int) *feed {
 		view:   btree.NewG(32, byName),
 		hist:   newHistory(historyCount, historyBytes),
 		synced: make(map[*Watcher]struct{}),
+
+		watchedBy: make(map[string]int),
 	}
 }
 

@@ -49,6 +49,7 @@ type Watcher struct {
 	f      *feed
 	filter watchFilter
 	max    int
+	client string // the identity it counts for in f.watchedBy ("": none)
 
 	// Snapshot and catch-up state, used only by the goroutine calling Next.
 	snapshot []*Target
@@ -62,6 +63,7 @@ type Watcher struct {
 	synced     bool       // receives pushes; also in f.synced
 	queue      []Event
 	queueBytes int    // estimated bytes of queue, counted in f.queued
+	heldBytes  int    // estimated bytes of filter, counted in f.queued until the watcher ends
 	rev        uint64 // everything up to rev was queued, returned or filtered out
 	lastSent   uint64 // revision of the last event returned by Next
 	err        error  // terminal
@@ -95,6 +97,19 @@ func newWatchFilter(o WatchOptions) watchFilter {
 	return f
 }
 
+// bytes estimates the memory the filter holds: its name set, its label
+// selector and its kind set (map entries with their strings).
+func (f *watchFilter) bytes() int {
+	n := 16 * len(f.kinds)
+	for name := range f.names {
+		n += len(name) + 48
+	}
+	for k, v := range f.selector {
+		n += len(k) + len(v) + 64
+	}
+	return n
+}
+
 func (f *watchFilter) matchTarget(name string, labels map[string]string) bool {
 	if f.names != nil {
 		if _, ok := f.names[name]; !ok {
@@ -119,13 +134,13 @@ func (e *Engine) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
-	return e.feed.watch(o, e.opts.WatchBuffer)
+	return e.feed.watch(o, e.opts.WatchBuffer, ClientFrom(ctx))
 }
 
-// watch registers a watcher. A Since older than the retained history is a
-// *CompactedError.
-func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
-	w := &Watcher{f: f, filter: newWatchFilter(o), max: buffer, wake: make(chan struct{}, 1)}
+// watch registers a watcher for client (an identity, or ""). A Since older
+// than the retained history is a *CompactedError.
+func (f *feed) watch(o WatchOptions, buffer int, client string) (*Watcher, error) {
+	w := &Watcher{f: f, filter: newWatchFilter(o), max: buffer, client: client, wake: make(chan struct{}, 1)}
 	if o.Buffer > 0 {
 		w.max = o.Buffer
 	}
@@ -136,6 +151,9 @@ func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
 	}
 	if f.maxWatchers > 0 && f.watched >= f.maxWatchers {
 		return nil, fmt.Errorf("at most %d watchers may be open at once (--max-watchers): %w", f.maxWatchers, ErrResourceExhausted)
+	}
+	if limit := f.maxWatchersPerClient; limit > 0 && client != "" && f.watchedBy[client] >= limit {
+		return nil, fmt.Errorf("%q already has %d watchers open, the most one client may have (--max-watchers-per-client): %w", client, limit, ErrResourceExhausted)
 	}
 	if o.Since == 0 {
 		f.view.Ascend(func(t *Target) bool {
@@ -160,6 +178,14 @@ func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
 	w.rev = min(w.cursor-1, f.rev)
 	w.lastSent = w.rev
 	f.watched++
+	if client != "" {
+		f.watchedBy[client]++
+	}
+	// What the watcher holds counts towards the bytes of watchers until it
+	// ends; past the total, the slowest are ended, as when events pile up.
+	w.heldBytes = w.filter.bytes()
+	f.queued.Add(int64(w.heldBytes))
+	f.trimLocked()
 	return w, nil
 }
 
@@ -304,7 +330,7 @@ func (w *Watcher) pushLocked(ev *Event, size int) bool {
 	case len(w.queue) >= w.max:
 		w.failSlowLocked("")
 		return false
-	case limit > 0 && w.queueBytes+size > limit:
+	case limit > 0 && w.heldBytes+w.queueBytes+size > limit:
 		w.failSlowLocked(fmt.Sprintf("more than %d bytes of events pending (--watch-buffer-bytes)", limit))
 		return false
 	}
@@ -331,6 +357,7 @@ func (w *Watcher) failSlowLocked(exceeded string) {
 	}
 	w.queue = nil
 	w.dropQueueBytes()
+	w.dropHeldBytes()
 	w.signal()
 }
 
@@ -341,11 +368,19 @@ func (w *Watcher) dropQueueBytes() {
 	w.queueBytes = 0
 }
 
-// pendingBytes returns the estimated bytes of events queued for w.
+// dropHeldBytes uncounts what the filter holds (the watcher ended); w.mu
+// held.
+func (w *Watcher) dropHeldBytes() {
+	w.f.queued.Add(-int64(w.heldBytes))
+	w.heldBytes = 0
+}
+
+// pendingBytes returns the estimated bytes of events queued for w, and of
+// what its filter holds.
 func (w *Watcher) pendingBytes() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queueBytes
+	return w.queueBytes + w.heldBytes
 }
 
 // advanceLocked records that everything up to rev was seen; f.mu held.
@@ -384,8 +419,9 @@ func (w *Watcher) Progress() uint64 {
 }
 
 // PendingWatchBytes returns the estimated bytes of events waiting in the
-// queues of every watcher: at most Options.WatchTotalBytes (plus one
-// event).
+// queues of every watcher, and of what their filters (names, label
+// selectors) hold: at most Options.WatchTotalBytes (plus one event or one
+// filter).
 func (e *Engine) PendingWatchBytes() int64 { return e.feed.queued.Load() }
 
 // Close releases the watcher. Next must not be called afterwards.
@@ -398,12 +434,18 @@ func (w *Watcher) Close() {
 	if !w.closed {
 		w.closed = true
 		f.watched--
+		if w.client != "" {
+			if f.watchedBy[w.client]--; f.watchedBy[w.client] == 0 {
+				delete(f.watchedBy, w.client)
+			}
+		}
 	}
 	if w.err == nil {
 		w.err = ErrClosed
 	}
 	w.queue = nil
 	w.dropQueueBytes()
+	w.dropHeldBytes()
 	w.mu.Unlock()
 	w.snapshot = slices.Delete(w.snapshot, 0, len(w.snapshot))
 }

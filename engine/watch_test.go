@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,6 +293,56 @@ func TestMaxWatchers(t *testing.T) {
 	}
 	w.Close()
 	open[1].Close()
+}
+
+// TestMaxWatchersPerClient: one identity cannot take every slot of
+// MaxWatchers; another still gets a watcher, and so do callers without an
+// identity.
+func TestMaxWatchersPerClient(t *testing.T) {
+	// The harness holds one watcher of its own (no identity).
+	h := newHarness(t, func(o *engine.Options) { o.MaxWatchers = 10; o.MaxWatchersPerClient = 4 })
+	alice, bob := engine.WithClient(context.Background(), "alice"), engine.WithClient(context.Background(), "bob")
+	var open []*engine.Watcher
+	defer func() {
+		for _, w := range open {
+			w.Close()
+		}
+	}()
+	watch := func(ctx context.Context) error {
+		w, err := h.eng.Watch(ctx, engine.WatchOptions{})
+		if err == nil {
+			open = append(open, w)
+		}
+		return err
+	}
+	taken := 0
+	for range 10 { // alice tries to take every slot
+		if err := watch(alice); err != nil {
+			if !errors.Is(err, engine.ErrResourceExhausted) || !strings.Contains(err.Error(), "--max-watchers-per-client") {
+				t.Fatalf("alice's watcher beyond her limit: %v, want ErrResourceExhausted naming --max-watchers-per-client", err)
+			}
+			continue
+		}
+		taken++
+	}
+	if taken != 4 {
+		t.Errorf("alice holds %d watchers, want 4 (MaxWatchersPerClient)", taken)
+	}
+	if err := watch(bob); err != nil {
+		t.Errorf("bob's watcher while alice holds her most: %v", err)
+	}
+	if err := watch(context.Background()); err != nil {
+		t.Errorf("a watcher without an identity: %v", err)
+	}
+	open[0].Close()
+	open[0].Close() // twice: counted once
+	open = open[1:]
+	if err := watch(alice); err != nil {
+		t.Errorf("alice's watcher after she closed one: %v", err)
+	}
+	if err := watch(alice); !errors.Is(err, engine.ErrResourceExhausted) {
+		t.Errorf("alice's fifth watcher: %v, want ErrResourceExhausted", err)
+	}
 }
 
 // TestSnapshotStatusCarriesTheTransitionsOutcome: a snapshot taken after

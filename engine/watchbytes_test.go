@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -132,5 +133,58 @@ func TestWatchersThatNeverReadAreBoundedInMemory(t *testing.T) {
 	const limit = 24 << 20
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > limit {
 		t.Errorf("the heap grew by %d bytes with %d watchers that never read %d events; want at most %d", grew, watchers, events, limit)
+	}
+}
+
+// TestWatchSelectionCountsTowardsWatchBytes: what a watcher's names and
+// label selector hold counts in the watchers' bytes while it is open,
+// and past --watch-total-bytes the watchers holding the most are ended.
+func TestWatchSelectionCountsTowardsWatchBytes(t *testing.T) {
+	h := newHarness(t, func(o *engine.Options) { o.WatchTotalBytes = 350 << 10 })
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("target-%04d-%s", i, strings.Repeat("x", 40))
+	}
+	selector := map[string]string{"app": "web"}
+	var watchers []*engine.Watcher
+	for i := range 3 {
+		w, err := h.eng.Watch(context.Background(), engine.WatchOptions{Since: h.eng.Revision() + 1, Names: names, Selector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		catchUp(t, w)
+		watchers = append(watchers, w)
+		// 1,000 names of 51 bytes: more than 51 KB each.
+		if got := h.eng.PendingWatchBytes(); got < int64(i+1)*51_000 {
+			t.Fatalf("%d watchers of 1,000 names count %d bytes, want at least %d", i+1, got, (i+1)*51_000)
+		}
+	}
+	// A fourth passes 350 KiB: one of the first three is ended.
+	w, err := h.eng.Watch(context.Background(), engine.WatchOptions{Since: h.eng.Revision() + 1, Names: names, Selector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.eng.PendingWatchBytes(); got > 350<<10 {
+		t.Errorf("%d bytes counted with 4 watchers, want at most --watch-total-bytes (%d)", got, 350<<10)
+	}
+	ended := 0
+	for _, w := range watchers {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if _, err := w.Next(ctx); errors.Is(err, engine.ErrResourceExhausted) {
+			wantSlow(t, err, "--watch-total-bytes")
+			ended++
+		}
+		cancel()
+	}
+	if ended != 1 {
+		t.Errorf("%d watchers ended, want 1", ended)
+	}
+	w.Close()
+	for _, w := range watchers {
+		w.Close()
+	}
+	if got := h.eng.PendingWatchBytes(); got != 0 {
+		t.Errorf("%d bytes counted with every watcher closed, want 0", got)
 	}
 }

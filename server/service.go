@@ -60,9 +60,7 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	if err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("pageToken"), req.GetPageToken(), "not a token returned by ListTargets"))
 	}
-	for k, v := range req.GetLabelSelector() {
-		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
-	}
+	errs = append(errs, target.ValidateSelection(nil, req.GetLabelSelector())...)
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/metadata"
 
@@ -61,14 +62,15 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 	}
 }
 
+// maxWatchKinds is how many kinds a Watch may list: each at most once.
+var maxWatchKinds = len(eventKinds)
+
 func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {
 	opts := engine.WatchOptions{Since: req.GetSinceRevision(), Names: req.GetNames(), Selector: req.GetLabelSelector()}
-	var errs field.List
-	for i, n := range req.GetNames() {
-		errs = append(errs, target.ValidateName(field.NewPath("names").Index(i), n)...)
-	}
-	for k, v := range req.GetLabelSelector() {
-		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
+	errs := target.ValidateSelection(req.GetNames(), req.GetLabelSelector())
+	if n := len(req.GetKinds()); n > maxWatchKinds {
+		// As many as there are kinds: more repeats one.
+		return opts, append(errs, field.Invalid(field.NewPath("kinds"), n, fmt.Sprintf("must list at most %d kinds", maxWatchKinds))).Err()
 	}
 	for i, k := range req.GetKinds() {
 		kind, ok := toDomain(eventKinds, k)

@@ -143,8 +143,12 @@ func (s *Server) scanHistory(ctx context.Context, names []string, end uint64, fn
 	opts := engine.WatchOptions{Since: 1, Names: names}
 	var w *engine.Watcher
 	var err error
+	// The scan is the page's own, as brief as a request: it does not
+	// count against the caller's --max-watchers-per-client (a stream at
+	// the limit still gets its recent past).
+	scan := engine.WithClient(ctx, "")
 	for range 3 { // the history may move on between attempts
-		w, err = s.eng.Watch(ctx, opts)
+		w, err = s.eng.Watch(scan, opts)
 		ce, compacted := errors.AsType[*engine.CompactedError](err)
 		if !compacted {
 			break

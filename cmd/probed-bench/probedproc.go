@@ -115,6 +115,9 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 	if known["max-watchers"] {
 		args = append(args, "--max-watchers=0")
 	}
+	if known["max-watchers-per-client"] {
+		args = append(args, "--max-watchers-per-client=0")
+	}
 	args = append(args, opts.extra...)
 	p.cmd = exec.Command(opts.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = stderr, stderr

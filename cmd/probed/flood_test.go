@@ -135,7 +135,8 @@ func heapInUse() uint64 {
 // and which never send a body, on several connections: goroutines and
 // heap stay flat, since the token is checked at header time and no handler
 // goroutine starts. The connections, never authenticated, are then closed
-// by --first-call-timeout (its default, 10s). A client with a valid token that does the same
+// by --first-call-timeout (its default, 10s), and a connection that made
+// an authenticated call is not. A client with a valid token that does the same
 // holds at most --max-streams-per-connection handlers per connection.
 // Not parallel: it counts the process's goroutines.
 func TestStreamFloodBeforeAuthenticationIsBounded(t *testing.T) {
@@ -147,9 +148,13 @@ func TestStreamFloodBeforeAuthenticationIsBounded(t *testing.T) {
 	addr := startServer(t, testConfig(t, "--auth-token-file", tokens))
 
 	// Let the server settle (its first connections, timers) before the
-	// baseline.
+	// baseline. authed makes one authenticated call, which admits its
+	// connection: it must outlive --first-call-timeout.
 	settle := newFlooder(t, addr)
 	settle.sync(t)
+	authed := newFlooder(t, addr)
+	authed.open(t, 1, "Bearer "+aliceToken)
+	authed.sync(t)
 	baseGoroutines, baseHeap := runtime.NumGoroutine(), heapInUse()
 
 	var floods []*flooder
@@ -183,6 +188,10 @@ func TestStreamFloodBeforeAuthenticationIsBounded(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("flooding connection %d still open 30s after a --first-call-timeout of %v", i, defaultFirstCallTimeout)
 		}
+	}
+
+	if authed.sync(t) != 0 {
+		t.Error("the authenticated connection's PING was answered with refused streams")
 	}
 
 	// A valid token: streams beyond --max-streams-per-connection are

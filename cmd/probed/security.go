@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,9 +68,11 @@ type securityConfig struct {
 	denyTargets   prefixList
 	execAllowlist commaList
 	allowedHosts  commaList
+	allowSelf     bool
 
 	maxTargetsPerClient    int
 	maxWatchers            int
+	maxWatchersPerClient   optionalInt // unset: watchersPerClient's default
 	maxRequestBytes        int
 	registrationsPerSecond float64
 	registrationsBurst     int
@@ -93,10 +96,12 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	c.denyTargets.set(check.DefaultDeny())
 	fs.Var(&c.allowTargets, "allow-targets", "comma-separated CIDRs probes may connect to; empty: all not denied")
 	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default; \"\" denies nothing)")
+	fs.BoolVar(&c.allowSelf, "allow-self-probes", false, "allow probes of probed's own status page (--ui-addr) and metrics (--metrics-addr) listeners, which are refused by default: each such probe makes probed serve a whole event stream or metrics scrape")
 	fs.Var(&c.execAllowlist, "exec-allowlist", "comma-separated commands (exact command[0]) exec probes may run; empty: any (with --allow-exec)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
+	fs.Var(&c.maxWatchersPerClient, "max-watchers-per-client", "maximum number of Watch streams and status-page event streams one client identity may have open at once (default a quarter of --max-watchers; 0: no limit but --max-watchers)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
 	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
@@ -123,6 +128,8 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return fmt.Errorf("--max-targets-per-client %d: must not be negative", c.maxTargetsPerClient)
 	case c.maxWatchers < 0:
 		return fmt.Errorf("--max-watchers %d: must not be negative", c.maxWatchers)
+	case c.maxWatchersPerClient.n < 0:
+		return fmt.Errorf("--max-watchers-per-client %d: must not be negative", c.maxWatchersPerClient.n)
 	case c.maxRequestBytes < 1024:
 		return fmt.Errorf("--max-request-bytes %d: must be at least 1024", c.maxRequestBytes)
 	case c.registrationsPerSecond < 0:
@@ -157,6 +164,19 @@ func (c *securityConfig) validate(listeners []listener) error {
 	return nil
 }
 
+// watchersPerClient is --max-watchers-per-client, by default a quarter of
+// --max-watchers (at least 1), so that at least four clients share the
+// slots; with no --max-watchers, no limit.
+func (c *securityConfig) watchersPerClient() int {
+	switch {
+	case c.maxWatchersPerClient.set:
+		return c.maxWatchersPerClient.n
+	case c.maxWatchers == 0:
+		return 0
+	}
+	return max(1, c.maxWatchers/4)
+}
+
 // authenticates reports whether callers must prove who they are.
 func (c *securityConfig) authenticates() bool { return c.tokenFile != "" || c.clientCA != "" }
 
@@ -187,6 +207,9 @@ type security struct {
 
 	guard *hostguard.Guard    // Host and Origin checks of the HTTP listeners
 	conns *connlimit.Listener // the API's listener, set by listen
+	// own are the HTTP listeners probes may not reach (without
+	// --allow-self-probes); added as they open (listening).
+	own *check.OwnListeners
 
 	stop func()         // stops the reloading goroutine
 	wg   sync.WaitGroup // the reloading goroutine
@@ -194,7 +217,7 @@ type security struct {
 
 func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 	sc := cfg.security
-	s := &security{cfg: sc, allow: cfg.allowExec, log: log, stop: func() {}}
+	s := &security{cfg: sc, allow: cfg.allowExec, log: log, stop: func() {}, own: &check.OwnListeners{}}
 	var reload []auth.Reloader
 	if sc.tlsCert != "" {
 		certs, err := auth.LoadCerts(sc.tlsCert, sc.tlsKey, sc.clientCA)
@@ -309,6 +332,10 @@ func (s *security) admit(ctx context.Context) {
 	}
 }
 
+// listening records an HTTP listener of probed's (the status page, the
+// metrics), named by its flag, as one probes may not reach.
+func (s *security) listening(flag string, addr net.Addr) { s.own.Add(flag, addr) }
+
 // tlsConfig returns the TLS configuration of the API (nil without TLS),
 // for HTTP listeners that share its certificate and client CA.
 func (s *security) tlsConfig() *tls.Config {
@@ -322,11 +349,15 @@ func (s *security) tlsConfig() *tls.Config {
 // checkers.
 func (s *security) configure(eo *engine.Options, co *check.Options) {
 	policy := &check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets}
+	if !s.cfg.allowSelf {
+		policy.Own = s.own
+	}
 	co.Policy = policy
 	co.ExecAllowlist = s.cfg.execAllowlist
 	eo.Admit = admission.New(admission.Options{Policy: policy, ExecAllowlist: s.cfg.execAllowlist, AllowExec: s.allow})
 	eo.MaxTargetsPerClient = s.cfg.maxTargetsPerClient
 	eo.MaxWatchers = s.cfg.maxWatchers
+	eo.MaxWatchersPerClient = s.cfg.watchersPerClient()
 }
 
 // protect wraps an HTTP handler (status page, metrics) with the API's
@@ -390,6 +421,28 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
 	}
 	return p, nil
+}
+
+// optionalInt is an int flag that knows whether it was set.
+type optionalInt struct {
+	n   int
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.n)
+}
+
+func (o *optionalInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.n, o.set = n, true
+	return nil
 }
 
 // commaList is a flag of comma-separated strings.

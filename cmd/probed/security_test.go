@@ -133,6 +133,7 @@ func TestSecurityFlags(t *testing.T) {
 		{name: "host bits", args: []string{"--allow-targets", "10.1.2.3/8"}, wantErr: "did you mean 10.0.0.0/8?"},
 		{name: "not an address", args: []string{"--allow-targets", "example.com"}, wantErr: "neither a CIDR prefix nor an IP address"},
 		{name: "negative watchers", args: []string{"--max-watchers", "-1"}, wantErr: "--max-watchers"},
+		{name: "negative watchers per client", args: []string{"--max-watchers-per-client", "-1"}, wantErr: "--max-watchers-per-client -1"},
 		{name: "tiny requests", args: []string{"--max-request-bytes", "10"}, wantErr: "--max-request-bytes"},
 		{name: "negative rate", args: []string{"--registrations-per-second", "-1"}, wantErr: "--registrations-per-second"},
 		{name: "zero burst", args: []string{"--registrations-burst", "0"}, wantErr: "--registrations-burst"},
@@ -169,7 +170,7 @@ func TestSecurityFlagDefaults(t *testing.T) {
 	if !slices.Equal(sc.denyTargets, check.DefaultDeny()) || len(sc.allowTargets) != 0 {
 		t.Errorf("policy = allow %v deny %v, want allow all but check.DefaultDeny()", sc.allowTargets, sc.denyTargets)
 	}
-	if cfg.maxTargets != 100_000 || sc.maxWatchers != 1000 || sc.maxRequestBytes != 1<<20 ||
+	if cfg.maxTargets != 100_000 || sc.maxWatchers != 1000 || sc.watchersPerClient() != 250 || sc.maxStreamsPerConnection != 100 || sc.maxRequestBytes != 1<<20 ||
 		sc.registrationsPerSecond != 100 || sc.registrationsBurst != 200 || sc.maxTargetsPerClient != 0 || !sc.openHealth {
 		t.Errorf("defaults: max-targets %d, %+v", cfg.maxTargets, sc)
 	}
@@ -183,6 +184,37 @@ func TestSecurityFlagDefaults(t *testing.T) {
 	}
 	if got := []string(cfg.security.execAllowlist); !slices.Equal(got, []string{"/bin/true", "pg_isready"}) {
 		t.Errorf("exec allowlist = %q", got)
+	}
+}
+
+func TestWatchersPerClientDefault(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{name: "default", want: 250},
+		{name: "a quarter of --max-watchers", args: []string{"--max-watchers", "40"}, want: 10},
+		{name: "at least one", args: []string{"--max-watchers", "3"}, want: 1},
+		{name: "no --max-watchers: no limit", args: []string{"--max-watchers", "0"}, want: 0},
+		{name: "set", args: []string{"--max-watchers", "40", "--max-watchers-per-client", "30"}, want: 30},
+		{name: "set to no limit", args: []string{"--max-watchers-per-client", "0"}, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.security.watchersPerClient(); got != tt.want {
+				t.Errorf("watchers per client with %q = %d, want %d", tt.args, got, tt.want)
+			}
+		})
+	}
+	if _, err := parseFlags([]string{"--max-watchers-per-client", "x"}, io.Discard); err == nil {
+		t.Error("--max-watchers-per-client x: no error")
 	}
 }
 

@@ -92,6 +92,7 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 		_ = tel.Shutdown(ctx)
 		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", c.metricsAddr, err)
 	}
+	sec.listening("--metrics-addr", lis.Addr())
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, sec.protect(tel.Handler()))
 	if c.pprof {

@@ -1,6 +1,7 @@
 // Package admission is the server's target policy applied when a target is
 // created or updated (engine.Options.Admit): a probe whose host is a
-// literal address the check.Policy denies, or an exec probe whose command
+// literal address the check.Policy denies (or, with its port, one of
+// probed's own listeners, check.OwnListeners), or an exec probe whose command
 // is not allowlisted, is refused with a field error at once, rather than
 // failing every time it runs. Host names are left to the dial, which
 // checks every address they resolve to.
@@ -49,13 +50,13 @@ func (o Options) admit(spec *target.Spec) field.List {
 		path := root.Child(t.Field())
 		h := &p.Handler
 		if h.HTTPGet != nil {
-			errs = append(errs, o.host(path.Child("httpGet").Child("host"), h.HTTPGet.Host)...)
+			errs = append(errs, o.host(path.Child("httpGet").Child("host"), h.HTTPGet.Host, h.HTTPGet.Port)...)
 		}
 		if h.TCPSocket != nil {
-			errs = append(errs, o.host(path.Child("tcpSocket").Child("host"), h.TCPSocket.Host)...)
+			errs = append(errs, o.host(path.Child("tcpSocket").Child("host"), h.TCPSocket.Host, h.TCPSocket.Port)...)
 		}
 		if h.GRPC != nil {
-			errs = append(errs, o.host(path.Child("grpc").Child("host"), h.GRPC.Host)...)
+			errs = append(errs, o.host(path.Child("grpc").Child("host"), h.GRPC.Host, h.GRPC.Port)...)
 		}
 		if h.Exec != nil {
 			errs = append(errs, o.exec(path.Child("exec").Child("command"), h.Exec.Command)...)
@@ -64,11 +65,11 @@ func (o Options) admit(spec *target.Spec) field.List {
 	return errs
 }
 
-func (o Options) host(path *field.Path, host string) field.List {
+func (o Options) host(path *field.Path, host string, port int32) field.List {
 	if host == "" {
 		return nil // validation reports it
 	}
-	if err := o.Policy.CheckHost(host); err != nil {
+	if err := o.Policy.CheckHostPort(host, port); err != nil {
 		return field.List{field.Invalid(path, host, err.Error())}
 	}
 	return nil

@@ -52,6 +52,8 @@ type Listener struct {
 
 	mu      sync.Mutex
 	stats   Stats              // guarded by mu
+	warned  time.Time          // when the last warning was logged; guarded by mu
+	shown   Stats              // stats as of the last warning; guarded by mu
 	perIP   map[netip.Addr]int // open connections per peer IP; guarded by mu
 	waiting map[string]*conn   // connections not admitted, by remote address; guarded by mu
 }
@@ -81,6 +83,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 		l.opts.Logger.Debug("connection refused", "peer", nc.RemoteAddr().String(), "bound", over)
+		l.warn()
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
@@ -135,6 +138,26 @@ func (l *Listener) Admit(peer net.Addr) {
 	c.admitLocked()
 }
 
+// warnEvery is how often, at most, refused and expired connections are
+// logged at warning level (each one is logged at debug level).
+const warnEvery = time.Minute
+
+// warn logs, at most every warnEvery, how many connections were refused
+// or closed since the last warning.
+func (l *Listener) warn() {
+	l.mu.Lock()
+	now := l.opts.Clock.Now()
+	if !l.warned.IsZero() && now.Sub(l.warned) < warnEvery {
+		l.mu.Unlock()
+		return
+	}
+	st, shown := l.stats, l.shown
+	l.warned, l.shown = now, st
+	l.mu.Unlock()
+	l.opts.Logger.Warn("connections refused over the connection bounds, or closed with no authenticated call in time",
+		"refused", st.Refused-shown.Refused, "expired", st.Expired-shown.Expired, "open", st.Open, "pending", st.Pending)
+}
+
 // Stats returns the counts so far.
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
@@ -178,6 +201,7 @@ func (c *conn) expire() {
 	if expired {
 		c.l.opts.Logger.Debug("connection closed: no authenticated call in time", "peer", c.key, "within", c.l.opts.AdmitWithin)
 		_ = c.Close()
+		c.l.warn()
 	}
 }
 

@@ -1,9 +1,13 @@
 package connlimit_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +185,58 @@ func TestConnectionsNotAdmittedInTimeAreClosed(t *testing.T) {
 	}
 	if st := l.Stats(); st != (connlimit.Stats{Open: 1, Expired: 1}) {
 		t.Errorf("stats %+v, want one open (admitted) and one expired", st)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the listener's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestRefusalsAreWarnedAtMostEveryMinute(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	clock := clockwork.NewFakeClock()
+	l, accepted := serveLoopback(t, connlimit.Options{Max: 1, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	dial(t, l.Addr())
+	<-accepted
+	waitRefused := func(n int) {
+		for range 3 {
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err == nil {
+				closedByServer(t, c)
+				_ = c.Close()
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for l.Stats().Refused < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d refused, want %d", l.Stats().Refused, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitRefused(3)
+	clock.Advance(time.Minute)
+	waitRefused(6)
+	got := strings.Count(logs.String(), "level=WARN")
+	if got != 2 {
+		t.Errorf("%d warnings for 6 refusals a minute apart in two bursts, want 2:\n%s", got, logs.String())
+	}
+	if !strings.Contains(logs.String(), "refused=3") {
+		t.Errorf("the second warning does not count the 3 refusals since the first (refused=3):\n%s", logs.String())
 	}
 }
