@@ -24,7 +24,8 @@ var notInFile = map[string]bool{"config": true, "print-config": true, "version":
 // registered it. A value is what the flag takes on the command line; a
 // list is joined with commas (`allow-targets: [10.0.0.0/8, ...]`) and a
 // map becomes key=value pairs (`feature-gates: {SubSecondProbes: true}`).
-// An unknown key, or a value the flag rejects, is an error naming the
+// A null value (`max-watchers-per-client: ~`) leaves the flag at its
+// default. An unknown key, or a value the flag rejects, is an error naming the
 // file and the key; every one is reported.
 func applyConfigFile(fs *flag.FlagSet, path string) error {
 	b, err := os.ReadFile(path)
@@ -49,8 +50,8 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			errs = append(errs, fmt.Errorf("--config %s: %q is not a flag of probed%s", path, key, suggestFlag(fs, key)))
 			continue
 		}
-		if onCommandLine[key] {
-			continue // the command line wins
+		if onCommandLine[key] || values[key] == nil {
+			continue // the command line wins; null keeps the default
 		}
 		v, err := flagText(values[key])
 		if err == nil {
@@ -144,6 +145,12 @@ func effectiveConfig(fs *flag.FlagSet) ([]byte, error) {
 			return
 		}
 		s := f.Value.String()
+		if s == "" && f.DefValue == "" {
+			// Unset, and with a default computed from other flags (such
+			// as --max-watchers-per-client) or none: null keeps it so.
+			values[f.Name] = nil
+			return
+		}
 		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 			if b, err := strconv.ParseBool(s); err == nil {
 				values[f.Name] = b
