@@ -19,6 +19,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server"
 	"github.com/probed/probed/server/admission"
 	"github.com/probed/probed/server/auth"
 	"github.com/probed/probed/server/hostguard"
@@ -42,6 +43,8 @@ type securityConfig struct {
 	tlsCert, tlsKey string
 	clientCA        string
 	tokenFile       string
+	authzPolicy     string
+	peerIdentities  commaList
 	insecure        bool
 	openHealth      bool
 	reloadInterval  time.Duration
@@ -63,6 +66,8 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM file of the TLS certificate's private key")
 	fs.StringVar(&c.clientCA, "client-ca", "", "PEM file of the CA certificates that sign client certificates: clients must present one (mutual TLS); the identity is its CN or first DNS name")
 	fs.StringVar(&c.tokenFile, "auth-token-file", "", `file of bearer tokens, one per line as "token [name]": every call needs "authorization: Bearer <token>"; reloaded when it changes`)
+	fs.StringVar(&c.authzPolicy, "authz-policy", "", "YAML file of authorization rules granting identities read, write and operate on target-name prefixes; everything else is denied (see SECURITY.md); reloaded when it changes. Unset: every authenticated caller may do everything")
+	fs.Var(&c.peerIdentities, "peer-identities", "comma-separated identities (certificate or token names) of the cluster's replicas: a call they forward is authorized and rate-limited as the original caller they name")
 	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback --addr, --ui-addr or --metrics-addr without TLS or authentication (anyone who reaches it can use probed)")
 	fs.BoolVar(&c.openHealth, "open-health", true, "leave grpc.health.v1.Health open to callers without credentials (reflection always requires them)")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", auth.DefaultReloadInterval, "how often the certificate, client CA and token files are checked for changes")
@@ -146,6 +151,7 @@ type security struct {
 	log    *slog.Logger
 	certs  *auth.Certs  // nil without TLS
 	tokens *auth.Tokens // nil without token authentication
+	policy *auth.Policy // nil without --authz-policy
 	authn  *auth.Authenticator
 
 	guard *hostguard.Guard // Host and Origin checks of the HTTP listeners
@@ -177,10 +183,19 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		s.tokens = tokens
 		reload = append(reload, tokens)
 	}
+	if sc.authzPolicy != "" {
+		policy, err := auth.LoadPolicy(sc.authzPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("--authz-policy: %w", err)
+		}
+		s.policy = policy
+		reload = append(reload, policy)
+	}
 	ao := auth.Options{
 		Tokens:      s.tokens,
 		ClientCerts: sc.clientCA != "",
 		OpenHealth:  sc.openHealth,
+		Replicas:    sc.peerIdentities,
 		Logger:      log,
 	}
 	if sc.registrationsPerSecond > 0 {
@@ -200,6 +215,14 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		s.wg.Go(func() { auth.Watch(ctx, sc.reloadInterval, log, reload...) })
 	}
 	return s, nil
+}
+
+// authorizer is the API's authorization (nil: everything allowed).
+func (s *security) authorizer() server.Authorizer {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy
 }
 
 // warn logs the configurations that are allowed but weak.
