@@ -225,6 +225,18 @@ func (s *security) authorizer() server.Authorizer {
 	return s.policy
 }
 
+// readFilter is the status page's read filter of a request's caller
+// under --authz-policy (nil without it).
+func (s *security) readFilter() func(ctx context.Context) func(name string) bool {
+	if s.policy == nil {
+		return nil
+	}
+	return func(ctx context.Context) func(name string) bool {
+		id := engine.ClientFrom(ctx)
+		return func(name string) bool { return s.policy.Allowed(id, auth.VerbRead, name) }
+	}
+}
+
 // warn logs the configurations that are allowed but weak.
 func (s *security) warn(cfg *config) {
 	for _, l := range cfg.listeners() {
