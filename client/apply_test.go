@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ func TestApplyTargetsOverStores(t *testing.T) {
 		{"dry run changes nothing", applyDryRun},
 		{"conflicts: another owner, CreateTarget", applyConflicts},
 		{"10,000 targets in one call", applyTenThousand},
+		{"probes keep their state", applyKeepsProbes},
 	}
 	for _, k := range teststore.Kinds {
 		t.Run(string(k), func(t *testing.T) {
@@ -199,6 +201,43 @@ func applyConflicts(t *testing.T, k teststore.Kind) {
 	mustApply(t, c, client.TargetSet{Owner: "mine", Selector: sel}, result{Deleted: []string{"mine"}})
 	if diff := cmp.Diff([]string{"plain", "theirs"}, slices.DeleteFunc(listNames(t, c, ""), func(n string) bool { return n == "mine" })); diff != "" {
 		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+}
+
+func applyKeepsProbes(t *testing.T, k teststore.Kind) {
+	ctx := t.Context()
+	_, c := startOver(t, k, probedtest.Options{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	port := int32(lis.Addr().(*net.TCPAddr).Port)
+	probed := func(extra ...string) *probev1.Target {
+		tg := member("ns/probed", extra...)
+		tg.ReadinessProbe = &probev1.Probe{PeriodSeconds: 1, Handler: &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: port}}}
+		return tg
+	}
+	set := client.TargetSet{Owner: "o", Selector: sel, Targets: []*probev1.Target{probed()}}
+	mustApply(t, c, set, result{Created: []string{"ns/probed"}})
+	ready, err := c.WaitReady(ctx, "ns/probed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, c, set, result{Unchanged: []string{"ns/probed"}})
+	same, err := c.Get(ctx, "ns/probed")
+	if err != nil || same.GetStatus().GetRevision() != ready.GetStatus().GetRevision() {
+		t.Fatalf("after the same set: revision %d (%v), was %d", same.GetStatus().GetRevision(), err, ready.GetStatus().GetRevision())
+	}
+	set.Targets = []*probev1.Target{probed("tier", "front")}
+	mustApply(t, c, set, result{Updated: []string{"ns/probed"}})
+	updated, err := c.Get(ctx, "ns/probed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := updated.GetStatus().GetReadiness(); !updated.GetStatus().GetReady() || !r.GetHasInitialized() ||
+		!r.GetLastTransitionTime().AsTime().Equal(ready.GetStatus().GetReadiness().GetLastTransitionTime().AsTime()) {
+		t.Errorf("after an update of labels the readiness probe restarted: ready %v, %v", updated.GetStatus().GetReady(), r)
 	}
 }
 
