@@ -133,6 +133,16 @@ func authorization(t *testing.T, k teststore.Kind) {
 		}
 	}
 
+	// A set sync prunes only what its caller may write.
+	shared := client.TargetSet{Owner: "shared", Targets: []*probev1.Target{plain("team-a/s", nil), plain("team-b/s", nil)}}
+	if _, err := cs["admin"].ApplyTargets(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := cs["team-a-ci"].ApplyTargets(ctx, client.TargetSet{Owner: "shared"})
+	if err != nil || !slices.Equal(pruned.GetDeleted(), []string{"team-a/s"}) {
+		t.Errorf("team-a-ci's empty sync of shared: deleted %v (%v), want team-a/s only", pruned.GetDeleted(), err)
+	}
+
 	// List and Watch, snapshot and replay: team-a-ci reads team-a/ only.
 	all, err := cs["team-a-ci"].ListAll(ctx, nil)
 	if err != nil {
