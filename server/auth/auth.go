@@ -49,6 +49,9 @@ var DefaultRateLimited = []string{
 	probev1.ProbeService_UpdateTarget_FullMethodName,
 	probev1.ProbeService_TriggerProbe_FullMethodName,
 	probev1.ProbeService_ResetTarget_FullMethodName,
+	// One token per call, whatever the size of its set (its creates are
+	// bounded by the target limits).
+	probev1.ProbeService_ApplyTargets_FullMethodName,
 }
 
 // Options configure an Authenticator. The zero value authenticates no one
