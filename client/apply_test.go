@@ -254,7 +254,34 @@ func applyTenThousand(t *testing.T, k teststore.Kind) {
 		set.Targets = append(set.Targets, member(name))
 		want = append(want, name)
 	}
-	mustApply(t, c, set, result{Created: want})
+	// A watcher following live events sees every creation: the call's
+	// 10,000 events, published at once, may exceed its buffer (it is then
+	// ended as too slow and resumes from the history by itself).
+	wctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := c.Watch(wctx, client.WithNamespace("big"), client.WithKinds(probev1.EventKind_EVENT_KIND_CREATED))
+	for ev := range events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if ev.SnapshotComplete {
+			break
+		}
+	}
+	resp := mustApply(t, c, set, result{Created: want})
+	seen := 0
+	for ev := range events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		seen += len(ev.Events)
+		if ev.Revision >= resp.GetRevision() {
+			break
+		}
+	}
+	if seen != n {
+		t.Errorf("the watcher saw %d creations, want %d", seen, n)
+	}
 	if got := listNames(t, c, "big"); len(got) != n {
 		t.Fatalf("%d targets listed, want %d", len(got), n)
 	}
