@@ -92,6 +92,8 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.clientCA != "" && c.tlsCert == "":
 		return errors.New("--client-ca needs --tls-cert and --tls-key: mutual TLS is TLS")
+	case c.authzPolicy != "" && !c.authenticates():
+		return errors.New("--authz-policy needs authentication (--auth-token-file or --client-ca): its rules grant identities")
 	case c.reloadInterval <= 0:
 		return fmt.Errorf("--reload-interval %v: must be positive", c.reloadInterval)
 	case c.maxTargetsPerClient < 0:
