@@ -98,7 +98,7 @@ func member(name string, extra ...string) *probev1.Target {
 
 func applyConverges(t *testing.T, k teststore.Kind) {
 	ctx := t.Context()
-	_, c := startOver(t, k, probedtest.Options{})
+	s, c := startOver(t, k, probedtest.Options{})
 	set := client.TargetSet{Owner: "ctl/a", Selector: sel, Targets: []*probev1.Target{member("ns/web-0.eu"), member("ns/web-1.eu"), member("ns/db")}}
 	first := mustApply(t, c, set, result{Created: []string{"ns/db", "ns/web-0.eu", "ns/web-1.eu"}})
 	got, err := c.Get(ctx, "ns/db")
@@ -140,6 +140,17 @@ func applyConverges(t *testing.T, k teststore.Kind) {
 	if diff := cmp.Diff([]string{"ns/web-1.eu", "ns/web-2.eu"}, listNames(t, c, "ns")); diff != "" {
 		t.Errorf("targets after pruning tier=front (-want +got):\n%s", diff)
 	}
+
+	// A new probed over the same store has the namespaced names and their
+	// owner, and the same set changes nothing there.
+	s.Stop()
+	s2 := probedtest.Start(t, probedtest.Options{Store: s.Store})
+	c2 := dial(t, s2.Addr)
+	if diff := cmp.Diff([]string{"ns/web-1.eu", "ns/web-2.eu"}, listNames(t, c2, "ns")); diff != "" {
+		t.Errorf("targets after a restart (-want +got):\n%s", diff)
+	}
+	set.Targets = []*probev1.Target{member("ns/web-1.eu"), member("ns/web-2.eu")}
+	mustApply(t, c2, set, result{Unchanged: []string{"ns/web-1.eu", "ns/web-2.eu"}})
 }
 
 func waitGone(t *testing.T, c *client.Client, name string) {
