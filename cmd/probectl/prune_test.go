@@ -47,6 +47,13 @@ func TestApplyPrune(t *testing.T) {
 	write("a.yaml", "name: web-0\nlabels: {app: web, tier: front}\n")
 	run("target/team-a/web-0 configured\ntarget/team-a/web-1 pruned\n")
 
+	// Another namespace's set with the same selector is its own: applying
+	// it prunes nothing of team-a's.
+	if r := probectl(ctx, s.Addr, "name: web-9\nlabels: {app: web}\n", "apply", "-n", "team-b", "--prune", "-l", "app=web", "-f", "-"); r.code != 0 || r.out != "target/team-b/web-9 created\n" {
+		t.Errorf("apply -n team-b --prune: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	run("target/team-a/web-0 unchanged\n")
+
 	write("b.yaml", "name: plain\nlabels: {app: web}\n")
 	r := probectl(ctx, s.Addr, "", "apply", "-n", "team-a", "--prune", "-l", "app=web", "-f", dir)
 	if r.code == 0 || !strings.Contains(r.err, "target/team-a/plain: conflict: exists, created by CreateTarget") {
