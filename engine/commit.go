@@ -50,6 +50,10 @@ type committer struct {
 	// the committer holds changes it could not write, nil otherwise;
 	// guarded by mu.
 	unwritable error
+	// held, while a group is open (group.go), are the changes submitted
+	// outside it, queued behind it when it closes; guarded by mu.
+	held    []pendingChange
+	holding bool
 }
 
 // Back-off between retries of changes held because the store could not
@@ -107,12 +111,16 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 		c.mu.Unlock()
 		return nil, c.closed
 	}
+	queue := &c.pending
+	if c.holding {
+		queue = &c.held
+	}
 	for i, ch := range changes {
 		p := pendingChange{change: ch}
 		if i == len(changes)-1 {
 			p.done, p.last = done, true
 		}
-		c.pending = append(c.pending, p)
+		*queue = append(*queue, p)
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -133,7 +141,11 @@ func (c *committer) barrier(ctx context.Context) error {
 		}
 		return err
 	}
-	c.pending = append(c.pending, pendingChange{done: done, last: true})
+	if c.holding {
+		c.held = append(c.held, pendingChange{done: done, last: true})
+	} else {
+		c.pending = append(c.pending, pendingChange{done: done, last: true})
+	}
 	c.mu.Unlock()
 	c.signal()
 	select {
@@ -489,7 +501,10 @@ func (c *committer) fail(err error) {
 	for _, p := range c.pending {
 		p.notify(err)
 	}
-	c.pending = nil
+	for _, p := range c.held {
+		p.notify(err)
+	}
+	c.pending, c.held = nil, nil
 }
 
 func (c *committer) snapshotStats() commitStats {

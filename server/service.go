@@ -24,6 +24,9 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 	if req.GetTarget() == nil {
 		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
+	if err := s.authorize(ctx, VerbWrite, req.GetTarget().GetName()); err != nil {
+		return nil, err
+	}
 	t, err := s.engine.Create(ctx, toSpec(req.GetTarget()))
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -35,6 +38,9 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (*probev1.GetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
 		return nil, s.toStatus(err)
+	}
+	if err := s.authorize(ctx, VerbRead, req.GetName()); err != nil {
+		return nil, err
 	}
 	t, err := s.engine.Get(ctx, req.GetName())
 	if err != nil {
@@ -61,10 +67,13 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 		errs = append(errs, field.Invalid(field.NewPath("pageToken"), req.GetPageToken(), "not a token returned by ListTargets"))
 	}
 	errs = append(errs, target.ValidateSelection(nil, req.GetLabelSelector())...)
+	errs = append(errs, validateNamespace(field.NewPath("namespace"), req.GetNamespace())...)
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
-	ts, more, err := s.engine.List(ctx, listOptions(after, size, req.GetLabelSelector()))
+	opts := listOptions(after, size, req.GetLabelSelector())
+	opts.Namespace, opts.Visible = req.GetNamespace(), s.visible(ctx)
+	ts, more, err := s.engine.List(ctx, opts)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -86,6 +95,9 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequest) (*probev1.UpdateTargetResponse, error) {
 	if req.GetTarget() == nil {
 		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
+	}
+	if err := s.authorize(ctx, VerbWrite, req.GetTarget().GetName()); err != nil {
+		return nil, err
 	}
 	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
 	if err != nil {
@@ -109,6 +121,9 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
+	if err := s.authorize(ctx, VerbWrite, req.GetName()); err != nil {
+		return nil, err
+	}
 	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
 	if err != nil {
 		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
@@ -129,6 +144,9 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
+	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
+		return nil, err
+	}
 	at := s.opts.Clock.Now()
 	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
 	if err != nil {
@@ -147,6 +165,9 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetRequest) (*probev1.ResetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
 		return nil, s.toStatus(err)
+	}
+	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
+		return nil, err
 	}
 	t, err := s.engine.Reset(ctx, req.GetName())
 	if err != nil {
@@ -169,6 +190,18 @@ func nameErrors(name string) field.List {
 }
 
 func validateName(name string) error { return nameErrors(name).Err() }
+
+// validateNamespace checks a namespace filter: empty, or a namespace as
+// in a NAMESPACE/NAME target name.
+func validateNamespace(path *field.Path, ns string) field.List {
+	if ns == "" {
+		return nil
+	}
+	if errs := target.ValidateName(path, ns+"/x"); len(errs) > 0 {
+		return field.List{field.Invalid(path, ns, "a namespace must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character")}
+	}
+	return nil
+}
 
 // seconds converts n seconds to a Duration, saturating rather than
 // wrapping around.

@@ -66,6 +66,13 @@ type Options struct {
 	// the page shows it in its header and footer, with the replica id in
 	// cluster mode.
 	About About
+
+	// Visible, when set, returns the read filter of the caller of a
+	// request's context (probed --authz-policy): the page, its streams
+	// and /api/targets show only the targets it accepts. A filter reads
+	// the policy in force, so a stream drops the events of targets its
+	// caller can no longer read. Nil: every target.
+	Visible func(ctx context.Context) func(name string) bool
 }
 
 // About identifies the probed that serves the page.
@@ -144,4 +151,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // StatsInterval (nothing while none is connected) until ctx is done.
 func (s *Server) Run(ctx context.Context) {
 	s.stats.run(ctx, s.opts.Clock, s.opts.StatsInterval)
+}
+
+// visible is the read filter of the caller of ctx (nil: every target).
+func (s *Server) visible(ctx context.Context) func(name string) bool {
+	if s.opts.Visible == nil {
+		return nil
+	}
+	return s.opts.Visible(ctx)
 }

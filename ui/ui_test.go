@@ -47,6 +47,8 @@ type pageOptions struct {
 	cluster ui.Cluster
 	// about is ui.Options.About.
 	about ui.About
+	// visible is ui.Options.Visible.
+	visible func(ctx context.Context) func(name string) bool
 }
 
 func newPage(t *testing.T, o pageOptions) *page {
@@ -54,7 +56,7 @@ func newPage(t *testing.T, o pageOptions) *page {
 	p := &page{clock: clockwork.NewFakeClock()}
 	p.probed = probedtest.Start(t, probedtest.Options{Clock: clockwork.NewFakeClock(), Engine: o.engine})
 	p.eng = p.probed.Engine
-	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON, Cluster: o.cluster, About: o.about}
+	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON, Cluster: o.cluster, About: o.about, Visible: o.visible}
 	if o.viewJSON {
 		uo.TargetJSON = nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -59,7 +58,10 @@ a target already terminating.`,
 			if err != nil {
 				return &usageError{err}
 			}
-			names := slices.Clone(args)
+			names := make([]string, 0, len(args))
+			for _, a := range args {
+				names = append(names, o.qualify(a))
+			}
 			if len(src.files) > 0 {
 				specs, err := readSpecs(cmd.InOrStdin(), src.files)
 				if err != nil {

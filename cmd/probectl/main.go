@@ -99,6 +99,7 @@ type rootOptions struct {
 	// configuration file (context.go).
 	configFile string
 	context    string
+	namespace  string
 
 	// now is the clock used for ages; tests replace it.
 	now func() time.Time
@@ -154,6 +155,7 @@ a target to become ready.`,
 	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, wide (list and get: more columns), json or yaml")
 	f.StringVar(&o.configFile, "config", "", "probectl's configuration file of named contexts (env PROBECTL_CONFIG; default "+defaultContextFile()+" if it exists)")
 	f.StringVar(&o.context, "context", "", "the context of the configuration file to use (default: its current-context); flags given override its settings")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace: a NAME without '/' means NAMESPACE/NAME, and list and watch show only the namespace's targets")
 
 	root.AddCommand(
 		newApplyCommand(o),
@@ -168,6 +170,15 @@ a target to become ready.`,
 	)
 	markUsageErrors(root)
 	return root
+}
+
+// qualify returns name in the namespace of -n: NAMESPACE/NAME for a
+// name without '/', the name itself otherwise (or without -n).
+func (o *rootOptions) qualify(name string) string {
+	if o.namespace == "" || strings.Contains(name, "/") {
+		return name
+	}
+	return o.namespace + "/" + name
 }
 
 // dial connects to probed as the global flags say. The caller must Close

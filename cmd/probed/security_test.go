@@ -142,6 +142,7 @@ func TestSecurityFlags(t *testing.T) {
 		{name: "negative connections per IP", args: []string{"--max-connections-per-ip", "-1"}, wantErr: "--max-connections-per-ip -1"},
 		{name: "negative first-call timeout", args: []string{"--first-call-timeout", "-1s"}, wantErr: "--first-call-timeout -1s"},
 		{name: "connection bounds off", args: []string{"--max-connections", "0", "--max-connections-per-ip", "0", "--max-unauthenticated-connections", "0", "--first-call-timeout", "0", "--connection-idle-timeout", "0"}},
+		{name: "a policy without authentication", args: []string{"--authz-policy", "p.yaml"}, wantErr: "--authz-policy needs authentication"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
 	sec.listening("--ui-addr", lis.Addr())
-	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline,
+	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline, Visible: sec.readFilter(),
 		About: ui.About{Version: buildVersion(), Addr: apiAddr}}
 	if be.replicas != nil {
 		opts.Cluster = pageCluster{be.replicas, be.replica}
