@@ -45,6 +45,7 @@ type clusterConfig struct {
 	replicaID                 string
 	advertise                 string
 	peerCA                    string
+	compact                   bool
 }
 
 func (c *clusterConfig) register(fs *flag.FlagSet) {
@@ -58,6 +59,7 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.settle, "settle", 0, "a new replica takes targets from the others only after being a member this long (default 2 × --lease-ttl): a replica that flaps never moves targets")
 	fs.StringVar(&c.replicaID, "replica-id", "", "this replica's name in the cluster, unique among the live replicas (default: host name and --addr's port)")
 	fs.StringVar(&c.advertise, "advertise-addr", "", "host:port at which the other replicas reach this one's gRPC API (default: --addr, when it names a host)")
+	fs.BoolVar(&c.compact, "etcd-compact", false, "compact etcd's history as events leave the replicas' --history (off: leave it to etcd's --auto-compaction-*); etcd compaction is global: it deletes the old revisions of every key in the etcd, under every prefix, and breaks other clients' watches from before it")
 	fs.StringVar(&c.peerCA, "peer-ca", "", "PEM file of the CA that signs the other replicas' certificates, to verify them when a call is forwarded to a target's replica (default: --client-ca, else the system's roots)")
 }
 
@@ -234,6 +236,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Prefix:    cc.prefix,
 		Fence:     cl.Fence,
 		Leading:   cl.Leading,
+		Compact:   cc.compact,
 		ReplicaID: cc.replicaID,
 		Logger:    log,
 	})

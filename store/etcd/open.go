@@ -31,6 +31,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		keys:     keys{prefix: o.Prefix},
 		fence:    o.Fence,
 		leading:  o.Leading,
+		compact:  o.Compact,
 		log:      o.Logger.With("replica", o.ReplicaID),
 		clock:    o.Clock,
 		timeout:  o.RequestTimeout,

@@ -38,6 +38,15 @@ type Options struct {
 	// Leading says whether this replica compacts etcd's history
 	// (cluster.Leading); nil: it does.
 	Leading func() bool
+	// Compact opts in to compacting etcd's history (Store.Compact);
+	// false, the default, compacts nothing and leaves the history to
+	// etcd's own --auto-compaction-*. etcd compaction is global: it
+	// deletes the old revisions of every key of the etcd, under every
+	// prefix, and breaks every other client's watch from before it. With
+	// Compact, each replica records what it still needs
+	// (P/watermarks/<id>) and the leader never compacts below the lowest
+	// need of a live member.
+	Compact bool
 	// ReplicaID names this writer's key P/writers/<ReplicaID> (the
 	// idempotency of its transactions): unique among the replicas writing
 	// at a time, no "/" nor control characters, at most 128 bytes.

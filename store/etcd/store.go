@@ -16,6 +16,8 @@
 //	                   rewritten by every transaction, so etcd's history of this
 //	                   key is the event log
 //	P/writers/<id>     the last transaction of the replica <id> (idempotency)
+//	P/watermarks/<id>  the oldest revision the replica <id> still needs
+//	                   (only with Options.Compact)
 //
 // # Revisions
 //
@@ -53,6 +55,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -84,6 +87,9 @@ type Store struct {
 	keys    keys
 	fence   func(name string) (string, clientv3.LeaseID, bool)
 	leading func() bool
+	compact bool // Options.Compact
+	// recorded is the watermark this replica last wrote (Compact).
+	recorded atomic.Uint64
 	log     *slog.Logger
 	clock   clockwork.Clock
 	// timeout bounds one etcd request (Options.RequestTimeout).
@@ -200,6 +206,14 @@ func (k keys) events() string            { return k.prefix + "events" }
 func (k keys) spec(name string) string   { return k.specs() + name }
 func (k keys) status(name string) string { return k.statuses() + name }
 func (k keys) writer(id string) string   { return k.prefix + "writers/" + id }
+
+// watermarks is where each replica records the oldest revision it still
+// needs (Options.Compact); after P/status/, outside the watched range.
+func (k keys) watermarks() string         { return k.prefix + "watermarks/" }
+func (k keys) watermark(id string) string { return k.watermarks() + id }
+
+// members is the cluster package's P/members/<id>: the live replicas.
+func (k keys) members() string { return k.prefix + "members/" }
 
 // watched is the key range Follow watches, [start, end): the prefix's keys
 // before P/specs/ — P/events, and the cluster's P/leader/, P/members/,
