@@ -23,6 +23,7 @@ import (
 
 	"github.com/probed/probed/cluster"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/server"
 	storeetcd "github.com/probed/probed/store/etcd"
 	probedtel "github.com/probed/probed/telemetry"
@@ -237,6 +238,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Fence:     cl.Fence,
 		Leading:   cl.Leading,
 		Compact:   cc.compact,
+		Settings:  clusterSettings(cfg),
 		ReplicaID: cc.replicaID,
 		Logger:    log,
 	})
@@ -271,6 +273,21 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		where: []any{"store", "etcd", "etcd_endpoints", strings.Join(cc.endpoints, ","), "replica", cc.replicaID, "advertise_addr", cc.advertise},
 	}
 	return b, nil
+}
+
+// clusterSettings are the flags that change what a stored spec means:
+// every replica of a cluster must have the same (the first one records
+// them in etcd, a replica with others refuses to start).
+func clusterSettings(cfg *config) map[string]string {
+	gates := make([]string, 0, len(feature.Known()))
+	for _, g := range feature.Known() {
+		gates = append(gates, fmt.Sprintf("%s=%t", g, cfg.gates.Enabled(g)))
+	}
+	return map[string]string{
+		"--min-period":    cfg.minPeriod.String(),
+		"--min-timeout":   cfg.minTimeout.String(),
+		"--feature-gates": strings.Join(gates, ","),
+	}
 }
 
 // replicas answers the server's questions about the cluster.

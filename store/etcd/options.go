@@ -47,6 +47,12 @@ type Options struct {
 	// (P/watermarks/<id>) and the leader never compacts below the lowest
 	// need of a live member.
 	Compact bool
+	// Settings are the cluster-wide settings (a flag's name → its value):
+	// those that change what a stored spec means, which every replica must
+	// share (the floors of periods and timeouts, feature gates). The first
+	// replica records them in P/meta; Open refuses other values, or other
+	// names, with ErrSettings naming each difference. Empty: not checked.
+	Settings map[string]string
 	// ReplicaID names this writer's key P/writers/<ReplicaID> (the
 	// idempotency of its transactions): unique among the replicas writing
 	// at a time, no "/" nor control characters, at most 128 bytes.

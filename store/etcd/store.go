@@ -8,6 +8,7 @@
 // Under the prefix P (default "/probed/", the cluster package's too):
 //
 //	P/meta             a JSON object: "schema" (SchemaVersion, this package's),
+//	                   "settings" (Options.Settings, the first replica's),
 //	                   "shards" (the cluster package's); each keeps the other's fields
 //	P/specs/<name>     a target's spec (store/codec)
 //	P/status/<name>    its durable status (store/codec), whose revision field
@@ -72,6 +73,9 @@ var (
 	// ErrSchemaVersion: P/meta names a schema this build does not know
 	// (a newer probed wrote the data).
 	ErrSchemaVersion = errors.New("etcd store: unknown schema version")
+	// ErrSettings: the cluster's settings in P/meta differ from this
+	// replica's (Options.Settings); the error names each difference.
+	ErrSettings = errors.New("etcd store: settings differ from the cluster's")
 	// ErrCorrupt: a key under the prefix holds something probed did not
 	// write.
 	ErrCorrupt = errors.New("etcd store: corrupt data")
@@ -88,10 +92,12 @@ type Store struct {
 	fence   func(name string) (string, clientv3.LeaseID, bool)
 	leading func() bool
 	compact bool // Options.Compact
+	// settings are Options.Settings.
+	settings map[string]string
 	// recorded is the watermark this replica last wrote (Compact).
 	recorded atomic.Uint64
-	log     *slog.Logger
-	clock   clockwork.Clock
+	log      *slog.Logger
+	clock    clockwork.Clock
 	// timeout bounds one etcd request (Options.RequestTimeout).
 	timeout time.Duration
 
