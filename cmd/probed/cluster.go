@@ -25,6 +25,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/server"
+	"github.com/probed/probed/server/auth"
 	storeetcd "github.com/probed/probed/store/etcd"
 	probedtel "github.com/probed/probed/telemetry"
 )
@@ -163,6 +164,9 @@ func loadPool(file, flagName string) (*x509.CertPool, error) {
 // etcd store, membership and shard ownership, and forwarding to owners.
 func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry, log *slog.Logger) (*backend, error) {
 	cc := &cfg.cluster
+	if err := checkReplicaCert(sec.certs); err != nil {
+		return nil, err
+	}
 	tc, err := cc.etcdTLS()
 	if err != nil {
 		return nil, err
@@ -273,6 +277,31 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		where: []any{"store", "etcd", "etcd_endpoints", strings.Join(cc.endpoints, ","), "replica", cc.replicaID, "advertise_addr", cc.advertise},
 	}
 	return b, nil
+}
+
+// checkReplicaCert refuses a --tls-cert that the other replicas would
+// refuse as a client certificate under mutual TLS (a replica presents its
+// own certificate when it forwards a call to a target's owner): one whose
+// extended key usages leave out clientAuth. Every forward would fail, for
+// ever, with a retryable Unavailable. certs nil: no TLS.
+func checkReplicaCert(certs *auth.Certs) error {
+	if certs == nil || !certs.MutualTLS() {
+		return nil
+	}
+	cert, _ := certs.ClientCertificate(nil)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("--tls-cert: %w", err)
+	}
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return nil // any usage
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny {
+			return nil
+		}
+	}
+	return errors.New("--tls-cert: with --client-ca and --store=etcd, a replica presents its certificate to the other replicas when it forwards a call to a target's owner, and they refuse it: its extended key usage lacks clientAuth (TLS Web Client Authentication); issue it for both serverAuth and clientAuth")
 }
 
 // clusterSettings are the flags that change what a stored spec means:
