@@ -122,6 +122,18 @@ type Options struct {
 	//
 	// Gain and Lose are called from Run's goroutine, never concurrently.
 	Lose func(ctx context.Context, shards []int) error
+	// Suspend, when set, is called as soon as the lease is known lost
+	// (not renewed for LeaseTTL less the margin — etcd unreachable, or the
+	// replica stuck —, expired, or the member key deleted), before Lose,
+	// from any of Run's goroutines: the replica's view of what the others
+	// write may be stale from then on, so it stops vouching for it (stops
+	// serving reads and watches, reports itself not serving).
+	Suspend func(cause error)
+	// Resume, when set, is called from Run's goroutine after each join
+	// with the join's etcd revision, and again after LeaseTTL/3 until it
+	// returns nil: the caller makes its view catch up with rev, then
+	// serves again (ends a Suspend).
+	Resume func(ctx context.Context, rev int64) error
 }
 
 func (o *Options) setDefaults() error {

@@ -35,7 +35,9 @@ type session struct {
 	// offset from start: the time its request was sent, which is no later
 	// than etcd's own renewal, so the lease lives at least a TTL from it.
 	renewed atomic.Int64
-	wg      sync.WaitGroup
+	// suspended: Options.Suspend was called for this session's loss.
+	suspended atomic.Bool
+	wg        sync.WaitGroup
 }
 
 // deadline is when the lease counts as lost unless renewed again: a TTL
@@ -63,6 +65,9 @@ func (c *Cluster) fail(s *session, cause error) {
 	}
 	c.mu.Unlock()
 	s.cancel(cause)
+	if cause != errSessionEnd && c.opts.Suspend != nil && s.suspended.CompareAndSwap(false, true) {
+		c.opts.Suspend(cause)
+	}
 }
 
 // stop ends the session's goroutines and waits for them.

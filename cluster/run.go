@@ -188,6 +188,10 @@ type loop struct {
 	// deleted the member key: lost() passes them to Lose with the rest.
 	gone []int
 
+	// resumeRev is the join's revision while Options.Resume has not
+	// succeeded for this session (0: it has).
+	resumeRev int64
+
 	pending    []int // claimed shards Gain has not accepted yet
 	pendingRev int64
 	retryAt    time.Time // no claim, Gain or release before (etcd or Gain failed)
@@ -204,7 +208,7 @@ func (c *Cluster) serve(ctx context.Context, s *session) error {
 	work, cancelWork := context.WithCancel(s.ctx)
 	defer cancelWork()
 	defer context.AfterFunc(ctx, cancelWork)()
-	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1)}
+	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1), resumeRev: c.revision.Load()}
 	defer l.closeWatch()
 	defer func() {
 		if l.timer != nil {
@@ -268,6 +272,19 @@ func (l *loop) reconcile() time.Time {
 		return p.wake
 	}
 	l.retryAt = time.Time{}
+	if l.resumeRev > 0 && c.opts.Resume != nil && l.work.Err() == nil {
+		rctx, cancel := c.timeout(l.work, c.ttl)
+		err := c.opts.Resume(rctx, l.resumeRev)
+		cancel()
+		if err != nil {
+			if l.work.Err() == nil {
+				c.log.Warn("Resume failed; retrying", "revision", l.resumeRev, "err", err)
+				l.retryAt = now.Add(c.ttl / 3)
+			}
+			return p.wake
+		}
+		l.resumeRev = 0
+	}
 	if regain := l.regain(p); len(regain) > 0 {
 		l.pending = append(l.pending, regain...)
 		l.pendingRev = max(l.pendingRev, c.view.rev)

@@ -25,6 +25,9 @@ type feed struct {
 	hist    history                // guarded by mu
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
 	closed  error                  // set by close; guarded by mu
+	// stale, while set, is why the view cannot be vouched for (Suspend);
+	// guarded by mu.
+	stale error
 	watched int                    // open watchers; guarded by mu
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.

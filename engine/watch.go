@@ -134,6 +134,9 @@ func (f *feed) watch(o WatchOptions, buffer int) (*Watcher, error) {
 	if f.closed != nil {
 		return nil, f.closed
 	}
+	if f.stale != nil {
+		return nil, f.stale
+	}
 	if f.maxWatchers > 0 && f.watched >= f.maxWatchers {
 		return nil, fmt.Errorf("at most %d watchers may be open at once (--max-watchers): %w", f.maxWatchers, ErrResourceExhausted)
 	}
@@ -248,6 +251,9 @@ func (w *Watcher) catchUp() (Batch, error) {
 	defer f.mu.Unlock()
 	if f.closed != nil {
 		return Batch{}, f.closed
+	}
+	if f.stale != nil {
+		return Batch{}, f.stale
 	}
 	if w.cursor <= f.hist.compacted {
 		// History moved past us while we were catching up.

@@ -79,6 +79,10 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
+	case errors.Is(err, engine.ErrUnavailable):
+		// This replica cannot vouch for its view (cluster mode, lease
+		// lost): another replica can answer.
+		return unavailable(err.Error())
 	case errors.Is(err, engine.ErrOwnershipLost), errors.Is(err, engine.ErrNotOwned):
 		// The target's owner is changing (or lives elsewhere and the call
 		// cannot be forwarded): the same call succeeds a moment later.

@@ -196,6 +196,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	var eng *engine.Engine
 	engReady := make(chan struct{})
 	var cl *cluster.Cluster
+	health := &healthSwitch{serving: true}
 	inShards := func(shards []int) func(string) bool {
 		set := make(map[int]bool, len(shards))
 		for _, s := range shards {
@@ -231,6 +232,23 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			<-engReady
 			return eng.Disown(ctx, eng.Names(inShards(shards))...)
 		},
+		// A replica that lost its lease (etcd unreachable, or itself
+		// stuck) cannot vouch for its view: NOT_SERVING, reads and
+		// watches Unavailable until it rejoined and caught up.
+		Suspend: func(cause error) {
+			<-engReady
+			eng.Suspend(cause)
+			health.set(false)
+		},
+		Resume: func(ctx context.Context, rev int64) error {
+			<-engReady
+			if err := eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
+				return err
+			}
+			eng.Resume()
+			health.set(true)
+			return nil
+		},
 	})
 	if err != nil {
 		closeClient()
@@ -257,6 +275,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		forward:  peers,
 		replicas: replicas{cl},
 		replica:  cc.replicaID,
+		health:   health,
 		join: func(ctx context.Context, e *engine.Engine) error {
 			eng = e
 			close(engReady)
@@ -316,6 +335,31 @@ func clusterSettings(cfg *config) map[string]string {
 		"--min-period":    cfg.minPeriod.String(),
 		"--min-timeout":   cfg.minTimeout.String(),
 		"--feature-gates": strings.Join(gates, ","),
+	}
+}
+
+// healthSwitch carries the replica's serving status (false while its
+// lease is lost) to the health server, which exists only later.
+type healthSwitch struct {
+	mu      sync.Mutex
+	serving bool               // guarded by mu
+	apply   func(serving bool) // nil until attached; guarded by mu
+}
+
+// attach makes apply receive the status, the current one first.
+func (h *healthSwitch) attach(apply func(serving bool)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.apply = apply
+	apply(h.serving)
+}
+
+func (h *healthSwitch) set(serving bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.serving = serving
+	if h.apply != nil {
+		h.apply(serving)
 	}
 }
 

@@ -107,6 +107,15 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
+	if be.health != nil {
+		be.health.attach(func(serving bool) {
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if serving {
+				st = healthpb.HealthCheckResponse_SERVING
+			}
+			healthSrv.SetServingStatus("", st)
+		})
+	}
 	reflection.Register(g)
 
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
