@@ -265,6 +265,10 @@ type Cluster struct {
 	renewals, skipped, renewErrors, leaseLosses atomic.Uint64
 	claims, releases, losses                    atomic.Uint64
 	revision                                    atomic.Int64
+
+	// current is the session of the latest join (LeaseValid); nil
+	// before the first.
+	current atomic.Pointer[session]
 }
 
 // New checks opts and returns a Cluster; it does not talk to etcd (Run

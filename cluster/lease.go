@@ -48,6 +48,18 @@ func (s *session) deadline(ttl time.Duration) time.Time {
 	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - margin(ttl))
 }
 
+// LeaseValid reports whether this replica holds a lease that is valid by
+// its local deadline (the watchdog's: a TTL less the margin after the
+// last renewal was sent, on the monotonic clock), whether or not the
+// watchdog has run yet. A process that wakes from a pause (SIGSTOP, a
+// long GC) past the deadline sees false at once, before it probes
+// (engine.Options.MayProbe), although the watchdog's timer and the timer
+// wheel's fire together.
+func (c *Cluster) LeaseValid() bool {
+	s := c.current.Load()
+	return s != nil && s.ctx.Err() == nil && c.clock.Now().Before(s.deadline(c.ttl))
+}
+
 // margin is how long before etcd may expire a lease the replica counts it
 // lost: a tenth of the TTL, at least 500 ms. Renewals come every TTL/3,
 // so two of them still fail before the replica gives up.

@@ -153,6 +153,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	members := len(c.view.members)
 	c.mu.Unlock()
 	c.revision.Store(rev)
+	c.current.Store(s)
 	s.wg.Go(func() { c.renew(s) })
 	s.wg.Go(func() { c.watchdog(s) })
 	c.log.Info("joined the cluster", "lease", int64(s.lease), "ttl", c.ttl, "members", members, "revision", rev)

@@ -113,6 +113,13 @@ type Options struct {
 	// restored at Run and for targets other replicas create; the cluster
 	// layer calls Own and Disown as its shards change. nil: every target.
 	Owns func(name string) bool
+	// MayProbe, when set, is asked before due runs start (each batch the
+	// timer wheel hands out, and a probe's first run): false skips them
+	// (counted, reason "lease"). Cluster mode passes whether the
+	// replica's lease is still valid by its local deadline, so that a
+	// replica waking from a pause knows its lease is over before it
+	// probes, whichever of its goroutines runs first. nil: always.
+	MayProbe func() bool
 
 	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
 	// events pending in one watcher (default 16 MiB) and in all of them
@@ -413,6 +420,9 @@ type Stats struct {
 	// was not yet written: the store is behind the probes (see
 	// runner.unwritten).
 	SkippedWrite uint64
+	// SkippedLease: due runs skipped because Options.MayProbe said the
+	// replica's lease is over.
+	SkippedLease uint64
 	// ScheduleErrors: probes the timer wheel refused to schedule (they do
 	// not run; each is logged).
 	ScheduleErrors uint64
@@ -439,6 +449,7 @@ func (e *Engine) Stats() Stats {
 		SkippedOverlap: e.exec.skippedOverlap.Load(),
 		SkippedBusy:    e.exec.skippedBusy.Load(),
 		SkippedWrite:   e.exec.skippedWrite.Load(),
+		SkippedLease:   e.exec.skippedLease.Load(),
 		ScheduleErrors: e.exec.scheduleErrors.Load(),
 		Panics:         e.panics.Load(),
 		Revision:       e.feed.revision(),

@@ -25,9 +25,6 @@ type feed struct {
 	hist    history                // guarded by mu
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
 	closed  error                  // set by close; guarded by mu
-	// stale, while set, is why the view cannot be vouched for (Suspend);
-	// guarded by mu.
-	stale error
 	watched int                    // open watchers; guarded by mu
 	onEvict func()                 // a watcher was ended as too slow; set before use
 	// maxWatchers limits watched (0: no limit); set before use.
@@ -46,6 +43,10 @@ type feed struct {
 	// reached holds the callbacks waiting for rev to reach a revision, in
 	// the order registered (revisions only grow); guarded by mu.
 	reached []revWaiter
+
+	// stale, while set, is why the view cannot be vouched for (Suspend);
+	// guarded by mu.
+	stale error
 }
 
 // revWaiter is a callback run once the feed's revision reaches rev.

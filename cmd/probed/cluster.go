@@ -272,6 +272,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	b := &backend{
 		store:    store,
 		owns:     cl.Owns,
+		mayProbe: cl.LeaseValid,
 		forward:  peers,
 		replicas: replicas{cl},
 		replica:  cc.replicaID,

@@ -61,6 +61,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,
 		Owns:             be.owns,
+		MayProbe:         be.mayProbe,
 		Observer:         tel.engineObserver(),
 		Logger:           log,
 		Gates:            cfg.gates,
