@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -12,20 +13,32 @@ import (
 // so), one deleted anywhere is forgotten.
 
 // follow publishes what the shared store delivers, from revision after,
-// until ctx is done. An error means the view can no longer follow the
-// store: the engine stops.
+// until ctx is done. When the store compacted revisions the view had not
+// reached, it reloads in place (reload.go) and follows on. An error means
+// the view can no longer follow the store: the engine stops.
 func (e *Engine) follow(ctx context.Context, after uint64) error {
-	err := e.shared.Follow(ctx, after, func(pos uint64, changes []*Change) {
-		if len(changes) > 0 {
-			e.feed.publish(changes)
-			e.applyFollowed(changes)
+	for {
+		err := e.shared.Follow(ctx, after, func(pos uint64, changes []*Change) {
+			if len(changes) > 0 {
+				e.feed.publish(changes)
+				e.applyFollowed(changes)
+			}
+			e.feed.reach(pos)
+		})
+		if err == nil || ctx.Err() != nil {
+			return nil
 		}
-		e.feed.reach(pos)
-	})
-	if err != nil && ctx.Err() == nil {
+		if errors.Is(err, ErrCompacted) {
+			after, err = e.reload(ctx, e.feed.revision(), err)
+			if err == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
 		return fmt.Errorf("following the store: %w", err)
 	}
-	return nil
 }
 
 // applyFollowed keeps the registry in step with published changes: new

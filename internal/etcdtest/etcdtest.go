@@ -122,8 +122,15 @@ func (c *Cluster) Endpoints() []string {
 // ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
+	return ClientOf(t, c.Endpoints()...)
+}
+
+// ClientOf is a client of etcd at endpoints (a proxy's, say), closed when
+// the test ends.
+func ClientOf(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   c.Endpoints(),
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},

@@ -12,7 +12,7 @@ import (
 // Proxy forwards every connection made to Addr to an upstream address.
 // Pause makes it a black hole: bytes in flight and new connections are
 // held, nothing is refused or reset, as when a network drops packets.
-// Resume lets them through again. It stops when the test ends.
+// Resume lets them through again; Cut closes the connections open. It stops when the test ends.
 type Proxy struct {
 	lis      net.Listener
 	upstream string
@@ -59,6 +59,16 @@ func (p *Proxy) Resume() {
 	if p.paused {
 		p.paused = false
 		close(p.resume)
+	}
+}
+
+// Cut closes every connection open now, as a peer's crash or a NAT that
+// forgot them would; with Pause first, the reconnections are held.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
 	}
 }
 

@@ -2,6 +2,8 @@ package tcpproxy_test
 
 import (
 	"bufio"
+	"errors"
+	"os"
 	"net"
 	"testing"
 	"time"
@@ -83,5 +85,40 @@ func TestPauseHoldsResumeDelivers(t *testing.T) {
 	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if got, err := r2.ReadString('\n'); err != nil || got != "ping\n" {
 		t.Fatalf("after Resume, the new connection's held line: %q, %v", got, err)
+	}
+}
+
+// TestCutClosesOpenConnections: Cut ends the connections open; a new one
+// goes through.
+func TestCutClosesOpenConnections(t *testing.T) {
+	p := tcpproxy.Start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after Cut: %v, want the connection closed", err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c2.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c2).ReadString('\n'); err != nil || got != "ping\n" {
+		t.Fatalf("a new connection after Cut: %q, %v", got, err)
 	}
 }
