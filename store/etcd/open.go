@@ -34,16 +34,17 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd store: %w", err)
 	}
 	s := &Store{
-		cli:      o.Client,
-		keys:     keys{prefix: o.Prefix},
-		fence:    o.Fence,
-		leading:  o.Leading,
-		compact:  o.Compact,
-		log:      o.Logger.With("replica", o.ReplicaID),
-		clock:    o.Clock,
-		timeout:  o.RequestTimeout,
-		instance: hex.EncodeToString(nonce[:]),
-		settings: o.Settings,
+		cli:          o.Client,
+		keys:         keys{prefix: o.Prefix},
+		fence:        o.Fence,
+		leading:      o.Leading,
+		compact:      o.Compact,
+		log:          o.Logger.With("replica", o.ReplicaID),
+		clock:        o.Clock,
+		timeout:      o.RequestTimeout,
+		firstAttempt: o.AttemptTimeout,
+		instance:     hex.EncodeToString(nonce[:]),
+		settings:     o.Settings,
 	}
 	s.id, s.writer = o.ReplicaID, s.keys.writer(o.ReplicaID)
 	s.ctx, s.close = context.WithCancel(context.Background())

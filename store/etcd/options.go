@@ -17,6 +17,7 @@ import (
 const (
 	DefaultPrefix         = cluster.DefaultPrefix
 	DefaultRequestTimeout = 5 * time.Second
+	DefaultAttemptTimeout = time.Second
 )
 
 // ErrInvalid: Options have a bad field (the error names it).
@@ -61,6 +62,14 @@ type Options struct {
 	// does not come in time is retried, never applied twice); default 5s;
 	// negative: none (a request ends with its context).
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds the first attempt of a write (a Commit, a
+	// claim of P/meta): each timeout doubles the next attempt's, up to
+	// RequestTimeout. A transaction in flight when etcd's leader fails is
+	// answered by no one: it is sent again after AttemptTimeout, about
+	// when etcd has elected a new leader (its default election timeout
+	// is 1 s), rather than after RequestTimeout. Default 1s; negative:
+	// RequestTimeout from the first attempt (as with no RequestTimeout).
+	AttemptTimeout time.Duration
 	Logger         *slog.Logger
 	// Clock times the backoff between retries and RequestTimeout; default
 	// the real clock.
@@ -86,6 +95,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = DefaultAttemptTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -98,8 +98,10 @@ type Store struct {
 	recorded atomic.Uint64
 	log      *slog.Logger
 	clock    clockwork.Clock
-	// timeout bounds one etcd request (Options.RequestTimeout).
-	timeout time.Duration
+	// timeout bounds one etcd request (Options.RequestTimeout);
+	// firstAttempt the first attempt of a retried one
+	// (Options.AttemptTimeout).
+	timeout, firstAttempt time.Duration
 
 	// ctx ends when the store is closed.
 	ctx   context.Context
@@ -172,15 +174,15 @@ func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 var errRequestTimeout = errors.New("etcd request timed out")
 
 // request returns the context of one etcd request: cancelled when ctx
-// ends, when the store closes, or after the request timeout on the
-// store's clock (cause errRequestTimeout). It has no deadline of its own,
-// so a fake clock never leaks into gRPC's wall-clock deadlines.
-func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
+// ends, when the store closes, or after d on the store's clock (cause
+// errRequestTimeout; d <= 0: never). It has no deadline of its own, so a
+// fake clock never leaks into gRPC's wall-clock deadlines.
+func (s *Store) request(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
 	var t clockwork.Timer
-	if s.timeout > 0 {
-		t = s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	if d > 0 {
+		t = s.clock.AfterFunc(d, func() { cancel(errRequestTimeout) })
 	}
 	return clientv3.WithRequireLeader(rctx), func() {
 		if t != nil {
