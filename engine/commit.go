@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -42,6 +43,9 @@ type committer struct {
 	// committed is the revision of the last change committed (shared:
 	// what a barrier waits for the feed to reach); guarded by mu.
 	committed uint64
+	// writing is when the Commit in progress began (the clock's Unix
+	// nanoseconds), 0 when none is (Stalled).
+	writing atomic.Int64
 }
 
 type pendingChange struct {
@@ -292,7 +296,9 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) error {
 		return nil
 	}
 	start := c.clock.Now()
+	c.writing.Store(start.UnixNano())
 	err := c.store.Commit(ctx, changes)
+	c.writing.Store(0)
 	if err != nil {
 		return c.refused(batch, err)
 	}

@@ -203,6 +203,9 @@ type Engine struct {
 	// flight here, each closed when it ends (createShared).
 	creating map[string]chan struct{} // guarded by mu
 
+	// stall is Stalled's sample of the store's revision.
+	stall stallSample
+
 	running chan struct{} // closed when Run has started
 	done    chan struct{} // closed when Run is shutting down
 	runOnce atomic.Bool

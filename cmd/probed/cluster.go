@@ -213,8 +213,14 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Settle:        cc.settle,
 		Clock:         clockwork.NewRealClock(),
 		Logger:        log,
+		// The lease is renewed only while the replica gets its work done:
+		// its scheduler runs (Heartbeat), its writes go through and its
+		// view follows etcd (Stalled, within a lease TTL).
 		Heartbeat: func(ctx context.Context) error {
 			<-engReady
+			if err := eng.Stalled(cc.leaseTTL, storeetcd.Position(cl.Stats().Revision)); err != nil {
+				return err
+			}
 			return eng.Heartbeat(ctx)
 		},
 		Gain: func(ctx context.Context, shards []int, rev int64) error {
