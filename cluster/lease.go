@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -20,6 +21,7 @@ var (
 	errLeaseExpired = errors.New("etcd: lease expired")
 	errMemberGone   = errors.New("member key deleted")
 	errSessionEnd   = errors.New("session ended")
+	errRewound      = errors.New("etcd went back in time (restored from a backup?) or was replaced")
 )
 
 // session is one lease of this replica, from its join to its loss or
@@ -116,7 +118,7 @@ func (c *Cluster) renew(s *session) {
 		}
 		sent := c.clock.Since(s.start)
 		ctx, cancel := c.timeout(s.ctx, c.ttl/3)
-		_, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
+		resp, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
 		cancel()
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -130,8 +132,48 @@ func (c *Cluster) renew(s *session) {
 		default:
 			c.renewals.Add(1)
 			s.renewed.Store(int64(sent))
+			if err := c.sameHistory(s.ctx, resp.ResponseHeader); err != nil {
+				c.log.Error("etcd's history is not the one this replica followed: leaving and rejoining to reload it", "err", err)
+				c.rewound.Store(true)
+				c.fail(s, err)
+				return
+			}
 		}
 	}
+}
+
+// sameHistory checks an answer's header against what this replica saw
+// of etcd: the same cluster ID, and a revision not below the view's nor
+// below any renewal's answer before. A
+// restored etcd (a backup: its revision went back, its later writes are
+// gone) would otherwise leave every view frozen, waiting for revisions
+// that will carry other changes. A follower may answer a little behind
+// the member the view's watch reads from: a lower revision is checked
+// with a linearizable read before it counts.
+func (c *Cluster) sameHistory(ctx context.Context, h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	if !c.clusterID.CompareAndSwap(0, h.ClusterId) {
+		if id := c.clusterID.Load(); id != h.ClusterId {
+			return fmt.Errorf("%w: its cluster ID is %x, it was %x", errRewound, h.ClusterId, id)
+		}
+	}
+	seen := max(c.revision.Load(), c.newest.Load())
+	if c.opts.Observed != nil {
+		seen = max(seen, c.opts.Observed())
+	}
+	if h.Revision >= seen {
+		c.newest.Store(h.Revision)
+		return nil
+	}
+	gctx, cancel := c.timeout(ctx, c.ttl/3)
+	defer cancel()
+	resp, err := c.opts.Client.Get(gctx, c.keys.meta())
+	if err != nil || resp.Header.Revision >= seen {
+		return nil // no verdict, or a follower behind
+	}
+	return fmt.Errorf("%w: etcd is at revision %d, this replica saw %d", errRewound, resp.Header.Revision, seen)
 }
 
 // heartbeat calls Options.Heartbeat and reports an error unless it

@@ -356,7 +356,7 @@ func TestLeaseValidByLocalDeadline(t *testing.T) {
 			defer mu.Unlock()
 			suspends = append(suspends, cause)
 		}
-		o.Resume = func(_ context.Context, rev int64) error {
+		o.Resume = func(_ context.Context, rev int64, _ bool) error {
 			mu.Lock()
 			defer mu.Unlock()
 			resumes = append(resumes, rev)

@@ -275,7 +275,7 @@ func (l *loop) reconcile() time.Time {
 	l.retryAt = time.Time{}
 	if l.resumeRev > 0 && c.opts.Resume != nil && l.work.Err() == nil {
 		rctx, cancel := c.timeout(l.work, c.ttl)
-		err := c.opts.Resume(rctx, l.resumeRev)
+		err := c.opts.Resume(rctx, l.resumeRev, c.rewound.Load())
 		cancel()
 		if err != nil {
 			if l.work.Err() == nil {
@@ -285,6 +285,7 @@ func (l *loop) reconcile() time.Time {
 			return p.wake
 		}
 		l.resumeRev = 0
+		c.rewound.Store(false)
 	}
 	if regain := l.regain(p); len(regain) > 0 {
 		l.pending = append(l.pending, regain...)

@@ -203,6 +203,8 @@ type Engine struct {
 	// flight here, each closed when it ends (createShared).
 	creating map[string]chan struct{} // guarded by mu
 
+	// reloads carries Reload's requests to the follow loop.
+	reloads chan chan error
 	// stall is Stalled's sample of the store's revision.
 	stall stallSample
 
@@ -228,6 +230,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		creating:  make(map[string]chan struct{}),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
+		reloads:   make(chan chan error),
 	}
 	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)

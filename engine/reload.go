@@ -20,7 +20,7 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 	if err != nil {
 		return 0, fmt.Errorf("reloading after %v: %w", cause, err)
 	}
-	ended, due := e.feed.reload(st)
+	ended, rewound, due := e.feed.reload(st)
 	for _, w := range due {
 		w.fn()
 	}
@@ -73,17 +73,24 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 			e.ownEntry(en, true)
 		}
 	}
-	e.log.Warn("the view fell behind the store's compacted history; reloaded in place (the events in between are lost)",
-		"cause", cause, "followed_up_to", after, "reloaded_at", st.Revision, "oldest_retained", st.Compacted+1,
-		"targets", len(st.Targets), "added", len(added), "removed", len(gone), "watchers_ended", ended)
+	msg := "the view fell behind the store's compacted history; reloaded in place (the events in between are lost)"
+	if rewound {
+		msg = "the store went back in time (restored from a backup?); reloaded in place: what it no longer has is lost"
+	}
+	e.log.Warn(msg, "cause", cause, "followed_up_to", after, "reloaded_at", st.Revision, "oldest_retained", st.Compacted+1,
+		"targets", len(st.Targets), "added", len(added), "removed", len(gone), "removed_targets", names(gone), "watchers_ended", ended)
 	return st.Revision, nil
 }
 
 // reload replaces the view and the history with st's. Every synced
-// watcher is at the old revision, before what st's history keeps: it ends
-// with a *CompactedError naming the oldest retained revision. It returns
-// how many ended and the callbacks due (run them with no lock held).
-func (f *feed) reload(st *Stored) (int, []revWaiter) {
+// watcher is at the old revision, before what st's history keeps (or in
+// a history the store lost): it ends with a *CompactedError naming the
+// oldest retained revision, and so does every watcher still catching up
+// (epoch). When st is behind what was published (the store went back in
+// time: rewound), the revision goes back to st's, and a watch from a
+// revision in between is refused from now on. It returns how many
+// watchers ended and the callbacks due (run them with no lock held).
+func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.view.Clear(false)
@@ -92,6 +99,11 @@ func (f *feed) reload(st *Stored) (int, []revWaiter) {
 	}
 	hist := newHistory(f.hist.maxCount, f.hist.maxBytes)
 	hist.compacted = max(st.Compacted, f.rev)
+	if rewound = st.Revision < f.rev; rewound {
+		hist.compacted = st.Compacted
+		f.lostAfter, f.lostUpTo = st.Revision, max(f.lostUpTo, f.rev)
+		f.rev = st.Revision
+	}
 	for _, ev := range st.Events {
 		if ev.Revision > hist.compacted {
 			hist.append(ev)
@@ -99,12 +111,53 @@ func (f *feed) reload(st *Stored) (int, []revWaiter) {
 	}
 	f.hist = hist
 	f.rev = max(f.rev, st.Revision)
+	f.epoch++
 	oldest := f.hist.oldest(f.rev + 1)
-	ended := 0
 	for w := range f.synced {
 		w.failLocked(&CompactedError{Requested: w.rev + 1, Oldest: oldest})
 		delete(f.synced, w)
 		ended++
 	}
-	return ended, f.dueLocked()
+	return ended, rewound, f.dueLocked()
+}
+
+// names are the entries' names, at most 20 of them (for a log line).
+func names(entries []*entry) []string {
+	out := make([]string, 0, min(len(entries), 20))
+	for _, en := range entries[:min(len(entries), 20)] {
+		out = append(out, en.name)
+	}
+	return out
+}
+
+// Reload makes the view the store's again, in place, as after a
+// compaction: the registry, the view and the history are Loaded again and
+// the follow goes on from there. The caller found that the store went back
+// in time (an etcd restored from a backup: its revision is below what the
+// view published, and the follow waits for revisions that will carry
+// other changes): the revision goes back, every watcher ends with
+// ErrCompacted, a watch from a lost revision is refused, and the targets
+// the store no longer has are forgotten (logged). Over a store that is
+// not shared it does nothing.
+func (e *Engine) Reload(ctx context.Context) error {
+	if e.shared == nil {
+		return nil
+	}
+	if err := e.awaitRunning(ctx); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	select {
+	case e.reloads <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.done:
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -238,6 +238,14 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			<-engReady
 			return eng.Disown(ctx, eng.Names(inShards(shards))...)
 		},
+		Observed: func() int64 {
+			select {
+			case <-engReady:
+				return storeetcd.EtcdRevision(eng.Revision())
+			default:
+				return 0
+			}
+		},
 		// A replica that lost its lease (etcd unreachable, or itself
 		// stuck) cannot vouch for its view: NOT_SERVING, reads and
 		// watches Unavailable until it rejoined and caught up.
@@ -246,8 +254,18 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			eng.Suspend(cause)
 			health.set(false)
 		},
-		Resume: func(ctx context.Context, rev int64) error {
+		Resume: func(ctx context.Context, rev int64, rewound bool) error {
 			<-engReady
+			// A join is a write: its revision is above every one etcd
+			// had. A view ahead of it followed a history etcd no longer
+			// has (restored from a backup): reload it, as when the
+			// cluster saw etcd go back.
+			if rewound || storeetcd.Position(rev) < eng.Revision() {
+				log.Error("etcd is behind what this replica's view published (restored from a backup?): reloading the view", "revision", rev, "view", eng.Revision())
+				if err := eng.Reload(ctx); err != nil {
+					return err
+				}
+			}
 			if err := eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
 				return err
 			}
