@@ -3,8 +3,8 @@ package tcpproxy_test
 import (
 	"bufio"
 	"errors"
-	"os"
 	"net"
+	"os"
 	"testing"
 	"time"
 
