@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/etcdtest"
@@ -16,8 +19,8 @@ import (
 // TestClusterEtcdRestored: etcd is restored from a backup (its data
 // directory as it was before a target was created): the replica notices
 // that etcd's history is not the one it followed, reloads its view from
-// etcd in place and says so in its log: the target the restore removed
-// is no longer listed, and a target created after the restore is
+// etcd in place and says so in its log: the targets the restore removed
+// are no longer listed, and a target created after the restore is
 // acknowledged and stays (it does not vanish from a frozen view). With a
 // short lease the replica's lease is gone from the backup (it rejoined
 // while etcd restarted) and the rejoin finds etcd behind its view; with
@@ -104,11 +107,30 @@ func testEtcdRestored(t *testing.T, bin, ttl, wantLog string) {
 
 	create("before")
 	waitNames("before")
+	// The backup holds the shard claims (and, with a long lease, the
+	// replica's lease).
+	cli := etcd.Client(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := cli.Get(ctx, "/probed/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == clusterShards {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica does not own every shard after 30s: %v, %v", resp, err)
+		}
+	}
 	etcd.Stop(0)
 	backup := etcd.Backup(t, 0)
 	etcd.Restart(t, 0)
-	create("lost")
-	waitNames("before,lost")
+	// What the restore loses: targets, and revisions enough that the
+	// restored etcd's writes do not catch up at once.
+	lost := []string{"before"}
+	for i := range 50 {
+		name := fmt.Sprintf("lost-%02d", i)
+		create(name)
+		lost = append(lost, name)
+	}
+	waitNames(strings.Join(lost, ","))
 
 	etcd.Stop(0)
 	etcd.Restore(t, 0, backup)
