@@ -79,7 +79,7 @@ func (c *Cluster) fail(s *session, cause error) {
 	}
 	c.mu.Unlock()
 	s.cancel(cause)
-	if cause != errSessionEnd && c.opts.Suspend != nil && s.suspended.CompareAndSwap(false, true) {
+	if !errors.Is(cause, errSessionEnd) && c.opts.Suspend != nil && s.suspended.CompareAndSwap(false, true) {
 		c.opts.Suspend(cause)
 	}
 }

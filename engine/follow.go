@@ -41,10 +41,12 @@ func (e *Engine) follow(ctx context.Context, after uint64) error {
 		if asked != nil {
 			asked <- err
 		}
+		select {
+		case <-ctx.Done():
+			return nil // stopping: a Load cut short is no failure
+		default:
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return fmt.Errorf("following the store: %w", err)
 		}
 	}

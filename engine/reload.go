@@ -18,7 +18,7 @@ import (
 func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64, error) {
 	st, err := e.opts.Store.Load(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reloading after %v: %w", cause, err)
+		return 0, fmt.Errorf("reloading (%s): %w", cause.Error(), err)
 	}
 	ended, rewound, due := e.feed.reload(st)
 	for _, w := range due {
