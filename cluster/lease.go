@@ -159,10 +159,7 @@ func (c *Cluster) sameHistory(ctx context.Context, h *etcdserverpb.ResponseHeade
 			return fmt.Errorf("%w: its cluster ID is %x, it was %x", errRewound, h.ClusterId, id)
 		}
 	}
-	seen := max(c.revision.Load(), c.newest.Load())
-	if c.opts.Observed != nil {
-		seen = max(seen, c.opts.Observed())
-	}
+	seen := c.seen()
 	if h.Revision >= seen {
 		c.newest.Store(h.Revision)
 		return nil
@@ -174,6 +171,17 @@ func (c *Cluster) sameHistory(ctx context.Context, h *etcdserverpb.ResponseHeade
 		return nil // no verdict, or a follower behind
 	}
 	return fmt.Errorf("%w: etcd is at revision %d, this replica saw %d", errRewound, resp.Header.Revision, seen)
+}
+
+// seen is the highest etcd revision this replica has seen: its view of
+// the member and shard keys, renewals' and joins' answers, and
+// Options.Observed.
+func (c *Cluster) seen() int64 {
+	seen := max(c.revision.Load(), c.newest.Load())
+	if c.opts.Observed != nil {
+		seen = max(seen, c.opts.Observed())
+	}
+	return seen
 }
 
 // heartbeat calls Options.Heartbeat and reports an error unless it

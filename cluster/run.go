@@ -119,6 +119,9 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("heartbeat failed: %w", err)
 	}
 	start := c.clock.Now()
+	// A join is a write: its revision is above every one etcd had
+	// before it, unless etcd went back in time (restored from a backup).
+	seen := c.seen()
 	gctx, cancel := c.timeout(ctx, c.ttl)
 	defer cancel()
 	g, err := c.opts.Client.Grant(gctx, int64(c.ttl/time.Second))
@@ -143,6 +146,12 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 		c.revoke(ctx, g.ID)
 		return nil, err
 	}
+	if rev := resp.Header.Revision; rev <= seen {
+		c.log.Error("etcd's history is not the one this replica followed: reloading it", "err",
+			fmt.Errorf("%w: a join at revision %d, this replica saw %d", errRewound, rev, seen))
+		c.rewound.Store(true)
+	}
+	c.newest.Store(resp.Header.Revision)
 	s := &session{lease: g.ID, start: start}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	rev := resp.Header.Revision

@@ -23,7 +23,7 @@ type stallSample struct {
 //   - A store write has been in progress for more than bound.
 //   - The view has not reached, within bound, revision known of the
 //     store (over a SharedStore: the newest revision the caller has seen
-//     there; 0: not checked). The revision known at one call is the
+//     there; 0: not checked, and the sample is dropped). The revision known at one call is the
 //     sample later calls check, until the view has reached it: a view
 //     that follows a busy store a little behind is no stall.
 func (e *Engine) Stalled(bound time.Duration, known uint64) error {
@@ -33,12 +33,13 @@ func (e *Engine) Stalled(bound time.Duration, known uint64) error {
 			return fmt.Errorf("a store write has been in progress for %v (more than %v)", took.Round(time.Millisecond), bound)
 		}
 	}
-	if known == 0 {
-		return nil
-	}
 	s := &e.stall
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if known == 0 {
+		s.known = 0 // a later known starts afresh
+		return nil
+	}
 	if rev := e.feed.revision(); s.known != 0 && rev < s.known {
 		if waited := now.Sub(s.at); waited >= bound {
 			return fmt.Errorf("the view has not reached revision %d of the store in %v (it is at %d)", s.known, waited.Round(time.Millisecond), rev)

@@ -218,7 +218,14 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		// view follows etcd (Stalled, within a lease TTL).
 		Heartbeat: func(ctx context.Context) error {
 			<-engReady
-			if err := eng.Stalled(cc.leaseTTL, storeetcd.Position(cl.Stats().Revision)); err != nil {
+			// The view's progress counts while the replica holds a
+			// lease: the revision its membership watch saw before a loss
+			// may belong to a history etcd no longer has (a restore).
+			var known uint64
+			if cl.LeaseValid() {
+				known = storeetcd.Position(cl.Stats().Revision)
+			}
+			if err := eng.Stalled(cc.leaseTTL, known); err != nil {
 				return err
 			}
 			return eng.Heartbeat(ctx)
@@ -256,12 +263,10 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		},
 		Resume: func(ctx context.Context, rev int64, rewound bool) error {
 			<-engReady
-			// A join is a write: its revision is above every one etcd
-			// had. A view ahead of it followed a history etcd no longer
-			// has (restored from a backup): reload it, as when the
-			// cluster saw etcd go back.
-			if rewound || storeetcd.Position(rev) < eng.Revision() {
-				log.Error("etcd is behind what this replica's view published (restored from a backup?): reloading the view", "revision", rev, "view", eng.Revision())
+			// The cluster saw etcd go back in time (restored from a
+			// backup): the view followed a history etcd no longer has.
+			if rewound {
+				log.Error("etcd is not the one this replica's view followed (restored from a backup?): reloading the view", "revision", rev, "view", eng.Revision())
 				if err := eng.Reload(ctx); err != nil {
 					return err
 				}
