@@ -27,9 +27,7 @@ import (
 // a long one the backup has its lease, renewals go on, and their answers'
 // revision says that etcd went back.
 func TestClusterEtcdRestored(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs probed, restarts etcd")
-	}
+	clusterLong(t)
 	t.Parallel()
 	bin := buildProbed(t)
 	for _, tc := range []struct {
