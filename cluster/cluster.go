@@ -122,6 +122,27 @@ type Options struct {
 	//
 	// Gain and Lose are called from Run's goroutine, never concurrently.
 	Lose func(ctx context.Context, shards []int) error
+	// Observed, when set, is the highest etcd revision the replica has
+	// seen besides this package's keys (its view of the events): a
+	// renewal answered at a lower revision (confirmed by a linearizable
+	// read) means that etcd went back in time — restored from a backup —,
+	// and the replica leaves and rejoins (Suspend, Lose, then Resume,
+	// whose caller reloads its view).
+	Observed func() int64
+	// Suspend, when set, is called as soon as the lease is known lost
+	// (not renewed for LeaseTTL less the margin — etcd unreachable, or the
+	// replica stuck —, expired, or the member key deleted), before Lose,
+	// from any of Run's goroutines: the replica's view of what the others
+	// write may be stale from then on, so it stops vouching for it (stops
+	// serving reads and watches, reports itself not serving).
+	Suspend func(cause error)
+	// Resume, when set, is called from Run's goroutine after each join
+	// with the join's etcd revision, and again after LeaseTTL/3 until it
+	// returns nil: the caller makes its view catch up with rev, then
+	// serves again (ends a Suspend). rewound: the replica left because
+	// etcd went back in time (see Observed): the caller reloads its view,
+	// whose revisions may by now be reached again by other changes.
+	Resume func(ctx context.Context, rev int64, rewound bool) error
 }
 
 func (o *Options) setDefaults() error {
@@ -253,6 +274,18 @@ type Cluster struct {
 	renewals, skipped, renewErrors, leaseLosses atomic.Uint64
 	claims, releases, losses                    atomic.Uint64
 	revision                                    atomic.Int64
+
+	// current is the session of the latest join (LeaseValid); nil
+	// before the first.
+	current atomic.Pointer[session]
+	// clusterID is etcd's cluster ID as first seen (sameHistory).
+	clusterID atomic.Uint64
+	// newest is the highest revision a renewal's answer carried
+	// (sameHistory).
+	newest atomic.Int64
+	// rewound: the last session ended because etcd went back in time;
+	// cleared once Resume succeeded.
+	rewound atomic.Bool
 }
 
 // New checks opts and returns a Cluster; it does not talk to etcd (Run

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -20,6 +21,7 @@ var (
 	errLeaseExpired = errors.New("etcd: lease expired")
 	errMemberGone   = errors.New("member key deleted")
 	errSessionEnd   = errors.New("session ended")
+	errRewound      = errors.New("etcd went back in time (restored from a backup?) or was replaced")
 )
 
 // session is one lease of this replica, from its join to its loss or
@@ -35,7 +37,9 @@ type session struct {
 	// offset from start: the time its request was sent, which is no later
 	// than etcd's own renewal, so the lease lives at least a TTL from it.
 	renewed atomic.Int64
-	wg      sync.WaitGroup
+	// suspended: Options.Suspend was called for this session's loss.
+	suspended atomic.Bool
+	wg        sync.WaitGroup
 }
 
 // deadline is when the lease counts as lost unless renewed again: a TTL
@@ -44,6 +48,18 @@ type session struct {
 // scheduled late.
 func (s *session) deadline(ttl time.Duration) time.Time {
 	return s.start.Add(time.Duration(s.renewed.Load()) + ttl - margin(ttl))
+}
+
+// LeaseValid reports whether this replica holds a lease that is valid by
+// its local deadline (the watchdog's: a TTL less the margin after the
+// last renewal was sent, on the monotonic clock), whether or not the
+// watchdog has run yet. A process that wakes from a pause (SIGSTOP, a
+// long GC) past the deadline sees false at once, before it probes
+// (engine.Options.MayProbe), although the watchdog's timer and the timer
+// wheel's fire together.
+func (c *Cluster) LeaseValid() bool {
+	s := c.current.Load()
+	return s != nil && s.ctx.Err() == nil && c.clock.Now().Before(s.deadline(c.ttl))
 }
 
 // margin is how long before etcd may expire a lease the replica counts it
@@ -63,6 +79,9 @@ func (c *Cluster) fail(s *session, cause error) {
 	}
 	c.mu.Unlock()
 	s.cancel(cause)
+	if !errors.Is(cause, errSessionEnd) && c.opts.Suspend != nil && s.suspended.CompareAndSwap(false, true) {
+		c.opts.Suspend(cause)
+	}
 }
 
 // stop ends the session's goroutines and waits for them.
@@ -99,7 +118,7 @@ func (c *Cluster) renew(s *session) {
 		}
 		sent := c.clock.Since(s.start)
 		ctx, cancel := c.timeout(s.ctx, c.ttl/3)
-		_, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
+		resp, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
 		cancel()
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -113,8 +132,56 @@ func (c *Cluster) renew(s *session) {
 		default:
 			c.renewals.Add(1)
 			s.renewed.Store(int64(sent))
+			if err := c.sameHistory(s.ctx, resp.ResponseHeader); err != nil {
+				c.log.Error("etcd's history is not the one this replica followed: leaving and rejoining to reload it", "err", err)
+				c.rewound.Store(true)
+				c.fail(s, err)
+				return
+			}
 		}
 	}
+}
+
+// sameHistory checks an answer's header against what this replica saw
+// of etcd: the same cluster ID, and a revision not below the view's nor
+// below any renewal's answer before. A
+// restored etcd (a backup: its revision went back, its later writes are
+// gone) would otherwise leave every view frozen, waiting for revisions
+// that will carry other changes. A follower may answer a little behind
+// the member the view's watch reads from: a lower revision is checked
+// with a linearizable read before it counts.
+func (c *Cluster) sameHistory(ctx context.Context, h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	if !c.clusterID.CompareAndSwap(0, h.ClusterId) {
+		if id := c.clusterID.Load(); id != h.ClusterId {
+			return fmt.Errorf("%w: its cluster ID is %x, it was %x", errRewound, h.ClusterId, id)
+		}
+	}
+	seen := c.seen()
+	if h.Revision >= seen {
+		c.newest.Store(h.Revision)
+		return nil
+	}
+	gctx, cancel := c.timeout(ctx, c.ttl/3)
+	defer cancel()
+	resp, err := c.opts.Client.Get(gctx, c.keys.meta())
+	if err != nil || resp.Header.Revision >= seen {
+		return nil // no verdict, or a follower behind
+	}
+	return fmt.Errorf("%w: etcd is at revision %d, this replica saw %d", errRewound, resp.Header.Revision, seen)
+}
+
+// seen is the highest etcd revision this replica has seen: its view of
+// the member and shard keys, renewals' and joins' answers, and
+// Options.Observed.
+func (c *Cluster) seen() int64 {
+	seen := max(c.revision.Load(), c.newest.Load())
+	if c.opts.Observed != nil {
+		seen = max(seen, c.opts.Observed())
+	}
+	return seen
 }
 
 // heartbeat calls Options.Heartbeat and reports an error unless it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -333,4 +334,73 @@ func TestGainFailureIsRetried(t *testing.T) {
 	if len(calls[1].shards) != e.shards || !slices.Equal(calls[0].shards, calls[1].shards) || calls[0].rev != calls[1].rev {
 		t.Errorf("Gain calls: %+v; want the same shards and revision twice", calls)
 	}
+}
+
+// TestLeaseValidByLocalDeadline: LeaseValid turns false the moment the
+// clock passes the lease's local deadline, before the watchdog had a
+// chance to run (a process waking from a pause must not probe first);
+// the loss calls Suspend with its cause; each join calls Resume with
+// its revision, and after the rejoin the lease is valid again.
+func TestLeaseValidByLocalDeadline(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, etcdtest.Start(t), clock, 64)
+	const ttl = time.Minute // the harness's
+	var (
+		mu       sync.Mutex
+		suspends []error
+		resumes  []int64
+	)
+	a := e.start("a", func(o *cluster.Options) {
+		o.Suspend = func(cause error) {
+			mu.Lock()
+			defer mu.Unlock()
+			suspends = append(suspends, cause)
+		}
+		o.Resume = func(_ context.Context, rev int64, _ bool) error {
+			mu.Lock()
+			defer mu.Unlock()
+			resumes = append(resumes, rev)
+			return nil
+		}
+	})
+	calls := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(suspends), len(resumes)
+	}
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), a)
+	waitFor(t, "Resume after the join", func() string {
+		if _, r := calls(); r != 1 {
+			return fmt.Sprintf("%d Resume calls", r)
+		}
+		return ""
+	})
+	if !a.c.LeaseValid() {
+		t.Fatal("LeaseValid false right after the join")
+	}
+	a.stuck.Store(true) // no renewal from now on
+	clock.Advance(ttl * 9 / 10)
+	if a.c.LeaseValid() {
+		t.Fatal("LeaseValid true at the lease's local deadline")
+	}
+	waitFor(t, "Suspend after the loss", func() string {
+		if s, _ := calls(); s != 1 {
+			return fmt.Sprintf("%d Suspend calls", s)
+		}
+		return ""
+	})
+	mu.Lock()
+	cause := suspends[0]
+	mu.Unlock()
+	if cause == nil || !strings.Contains(cause.Error(), "not renewed") {
+		t.Errorf("Suspend(%v), want the cause: not renewed", cause)
+	}
+	a.stuck.Store(false)
+	waitFor(t, "a rejoined and resumed", func() string {
+		clock.Advance(ttl / 3) // the backoff before the next join
+		if _, r := calls(); r != 2 || !a.c.LeaseValid() {
+			return fmt.Sprintf("%d Resume calls, LeaseValid %v", r, a.c.LeaseValid())
+		}
+		return ""
+	})
 }

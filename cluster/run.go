@@ -119,6 +119,9 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("heartbeat failed: %w", err)
 	}
 	start := c.clock.Now()
+	// A join is a write: its revision is above every one etcd had
+	// before it, unless etcd went back in time (restored from a backup).
+	seen := c.seen()
 	gctx, cancel := c.timeout(ctx, c.ttl)
 	defer cancel()
 	g, err := c.opts.Client.Grant(gctx, int64(c.ttl/time.Second))
@@ -143,6 +146,12 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 		c.revoke(ctx, g.ID)
 		return nil, err
 	}
+	if rev := resp.Header.Revision; rev <= seen {
+		c.log.Error("etcd's history is not the one this replica followed: reloading it", "err",
+			fmt.Errorf("%w: a join at revision %d, this replica saw %d", errRewound, rev, seen))
+		c.rewound.Store(true)
+	}
+	c.newest.Store(resp.Header.Revision)
 	s := &session{lease: g.ID, start: start}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	rev := resp.Header.Revision
@@ -153,6 +162,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	members := len(c.view.members)
 	c.mu.Unlock()
 	c.revision.Store(rev)
+	c.current.Store(s)
 	s.wg.Go(func() { c.renew(s) })
 	s.wg.Go(func() { c.watchdog(s) })
 	c.log.Info("joined the cluster", "lease", int64(s.lease), "ttl", c.ttl, "members", members, "revision", rev)
@@ -188,6 +198,10 @@ type loop struct {
 	// deleted the member key: lost() passes them to Lose with the rest.
 	gone []int
 
+	// resumeRev is the join's revision while Options.Resume has not
+	// succeeded for this session (0: it has).
+	resumeRev int64
+
 	pending    []int // claimed shards Gain has not accepted yet
 	pendingRev int64
 	retryAt    time.Time // no claim, Gain or release before (etcd or Gain failed)
@@ -204,7 +218,7 @@ func (c *Cluster) serve(ctx context.Context, s *session) error {
 	work, cancelWork := context.WithCancel(s.ctx)
 	defer cancelWork()
 	defer context.AfterFunc(ctx, cancelWork)()
-	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1)}
+	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1), resumeRev: c.revision.Load()}
 	defer l.closeWatch()
 	defer func() {
 		if l.timer != nil {
@@ -268,6 +282,20 @@ func (l *loop) reconcile() time.Time {
 		return p.wake
 	}
 	l.retryAt = time.Time{}
+	if l.resumeRev > 0 && c.opts.Resume != nil && l.work.Err() == nil {
+		rctx, cancel := c.timeout(l.work, c.ttl)
+		err := c.opts.Resume(rctx, l.resumeRev, c.rewound.Load())
+		cancel()
+		if err != nil {
+			if l.work.Err() == nil {
+				c.log.Warn("Resume failed; retrying", "revision", l.resumeRev, "err", err)
+				l.retryAt = now.Add(c.ttl / 3)
+			}
+			return p.wake
+		}
+		l.resumeRev = 0
+		c.rewound.Store(false)
+	}
 	if regain := l.regain(p); len(regain) > 0 {
 		l.pending = append(l.pending, regain...)
 		l.pendingRev = max(l.pendingRev, c.view.rev)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -54,6 +55,9 @@ type committer struct {
 	// outside it, queued behind it when it closes; guarded by mu.
 	held    []pendingChange
 	holding bool
+	// writing is when the Commit in progress began (the clock's Unix
+	// nanoseconds), 0 when none is (Stalled).
+	writing atomic.Int64
 }
 
 // Back-off between retries of changes held because the store could not
@@ -350,7 +354,10 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 		return false, nil
 	}
 	start := c.clock.Now()
-	if err := c.store.Commit(ctx, changes); err != nil {
+	c.writing.Store(start.UnixNano())
+	err = c.store.Commit(ctx, changes)
+	c.writing.Store(0)
+	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			c.hold(batch, err)
 			return true, nil

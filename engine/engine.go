@@ -124,6 +124,13 @@ type Options struct {
 	// when it writes again (nil); see StoreError. It is called from the
 	// committer's goroutine: it must not block.
 	OnStoreError func(err error)
+	// MayProbe, when set, is asked before due runs start (each batch the
+	// timer wheel hands out, and a probe's first run): false skips them
+	// (counted, reason "lease"). Cluster mode passes whether the
+	// replica's lease is still valid by its local deadline, so that a
+	// replica waking from a pause knows its lease is over before it
+	// probes, whichever of its goroutines runs first. nil: always.
+	MayProbe func() bool
 
 	// WatchBufferBytes and WatchTotalBytes bound the estimated bytes of
 	// events pending in one watcher (default 16 MiB) and in all of them
@@ -209,6 +216,11 @@ type Engine struct {
 	// applyMu makes Apply calls run one at a time.
 	applyMu sync.Mutex
 
+	// reloads carries Reload's requests to the follow loop.
+	reloads chan chan error
+	// stall is Stalled's sample of the store's revision.
+	stall stallSample
+
 	running chan struct{} // closed when Run has started
 	done    chan struct{} // closed when Run is shutting down
 	runOnce atomic.Bool
@@ -231,6 +243,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		creating:  make(map[string]chan struct{}),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
+		reloads:   make(chan chan error),
 	}
 	e.shared, _ = opts.Store.(SharedStore)
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
@@ -427,6 +440,9 @@ type Stats struct {
 	// was not yet written: the store is behind the probes (see
 	// runner.unwritten).
 	SkippedWrite uint64
+	// SkippedLease: due runs skipped because Options.MayProbe said the
+	// replica's lease is over.
+	SkippedLease uint64
 	// ScheduleErrors: probes the timer wheel refused to schedule (they do
 	// not run; each is logged).
 	ScheduleErrors uint64
@@ -464,6 +480,7 @@ func (e *Engine) Stats() Stats {
 		Changes:          cs.Changes,
 		Refused:          cs.Refused,
 		StoreUnavailable: cs.Unavailable,
+		SkippedLease:     e.exec.skippedLease.Load(),
 		Wheel:            e.exec.wheel.Stats(),
 	}
 	e.feed.mu.Lock()

@@ -26,6 +26,10 @@ var (
 	// ErrCompacted: a watch asked for history older than what is retained;
 	// errors.As(err, **CompactedError) gives the oldest retained revision.
 	ErrCompacted = errors.New("revision compacted")
+	// ErrSuspended: this replica cannot vouch for its view right now
+	// (it lost its lease: etcd may be unreachable); another replica can
+	// answer (see Suspend).
+	ErrSuspended = errors.New("suspended")
 	// ErrClosed: the engine is shutting down.
 	ErrClosed = errors.New("engine closed")
 	// ErrOwnershipLost: the store no longer lets this engine write some

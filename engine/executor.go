@@ -77,6 +77,9 @@ type executor struct {
 	skippedOverlap atomic.Uint64 // a due fire found its probe running
 	skippedBusy    atomic.Uint64 // a due fire found maxInflight runs in progress
 	skippedWrite   atomic.Uint64 // a due fire found its probe's last transition not yet written
+	skippedLease   atomic.Uint64 // a due fire found the replica's lease over (Options.MayProbe)
+	// mayProbe is Options.MayProbe (nil: always).
+	mayProbe       func() bool
 	scheduleErrors atomic.Uint64 // schedules the wheel refused
 }
 
@@ -89,6 +92,7 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 		maxUnwritten: int64(o.MaxUnwritten),
 		capacity:     int(wheel.MaxID) + 1,
 		drained:      make(chan struct{}, 1),
+		mayProbe:     o.MayProbe,
 	}
 	x.wheel = wheel.New(clock, x.dispatch, wheel.WithTick(o.Tick), wheel.WithShards(o.Shards))
 	return x
@@ -191,6 +195,10 @@ func (x *executor) start(r *runner, gen uint64) error {
 // while maxInflight runs are in progress, is skipped (and counted), never
 // queued.
 func (x *executor) dispatch(fires []wheel.Fire) {
+	if x.mayProbe != nil && !x.mayProbe() {
+		x.skippedLease.Add(uint64(len(fires)))
+		return
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for _, f := range fires {
@@ -218,6 +226,10 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 // runNow starts a run of r at once, outside the wheel, unless it is
 // running already (or cannot start; the wheel runs it next time).
 func (x *executor) runNow(r *runner) {
+	if x.mayProbe != nil && !x.mayProbe() {
+		x.skippedLease.Add(1)
+		return
+	}
 	if r.busy.CompareAndSwap(false, true) {
 		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
 			x.skippedBusy.Add(1)

@@ -47,6 +47,16 @@ type feed struct {
 	// reached holds the callbacks waiting for rev to reach a revision, in
 	// the order registered (revisions only grow); guarded by mu.
 	reached []revWaiter
+
+	// stale, while set, is why the view cannot be vouched for (Suspend);
+	// guarded by mu.
+	stale error
+	// epoch counts the reloads (reload.go); guarded by mu.
+	epoch uint64
+	// lostAfter and lostUpTo: the revisions after lostAfter up to lostUpTo
+	// were published here, then lost when the store went back in time
+	// (a watch that saw some of them is refused); guarded by mu.
+	lostAfter, lostUpTo uint64
 }
 
 // revWaiter is a callback run once the feed's revision reaches rev.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -12,20 +13,76 @@ import (
 // so), one deleted anywhere is forgotten.
 
 // follow publishes what the shared store delivers, from revision after,
-// until ctx is done. An error means the view can no longer follow the
-// store: the engine stops.
+// until ctx is done. When the store compacted revisions the view had not
+// reached, or Reload asks, it reloads in place (reload.go) and follows on.
+// An error means the view can no longer follow the store: the engine
+// stops.
 func (e *Engine) follow(ctx context.Context, after uint64) error {
-	err := e.shared.Follow(ctx, after, func(pos uint64, changes []*Change) {
+	for {
+		asked, err := e.followUntilReload(ctx, after)
+		if ctx.Err() != nil {
+			if asked != nil {
+				asked <- ErrClosed
+			}
+			return nil
+		}
+		var cause error
+		switch {
+		case asked != nil:
+			cause = errors.New("asked to (Reload)")
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrCompacted):
+			cause = err
+		default:
+			return fmt.Errorf("following the store: %w", err)
+		}
+		after, err = e.reload(ctx, e.feed.revision(), cause)
+		if asked != nil {
+			asked <- err
+		}
+		select {
+		case <-ctx.Done():
+			return nil // stopping: a Load cut short is no failure
+		default:
+		}
+		if err != nil {
+			return fmt.Errorf("following the store: %w", err)
+		}
+	}
+}
+
+// followUntilReload runs the store's Follow from after until it ends, or
+// until Reload asks for a reload (asked: where to answer it).
+func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked chan error, err error) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan chan error, 1)
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		select {
+		case r := <-e.reloads:
+			got <- r
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	err = e.shared.Follow(fctx, after, func(pos uint64, changes []*Change) {
 		if len(changes) > 0 {
 			e.feed.publish(changes)
 			e.applyFollowed(changes)
 		}
 		e.feed.reach(pos)
 	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("following the store: %w", err)
+	cancel()
+	<-waiting
+	select {
+	case asked = <-got:
+		return asked, nil
+	default:
+		return nil, err
 	}
-	return nil
 }
 
 // applyFollowed keeps the registry in step with published changes: new

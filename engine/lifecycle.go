@@ -306,6 +306,9 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.feed.vouched(); err != nil {
+		return nil, err
+	}
 	t, ok := e.feed.get(name)
 	if !ok {
 		return nil, notFound(name)
@@ -330,6 +333,9 @@ type ListOptions struct {
 // List returns published targets in name order and whether more follow.
 func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, error) {
 	if err := e.awaitRunning(ctx); err != nil {
+		return nil, false, err
+	}
+	if err := e.feed.vouched(); err != nil {
 		return nil, false, err
 	}
 	ts, more := e.feed.list(o)

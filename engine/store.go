@@ -51,7 +51,8 @@ type SharedStore interface {
 	// has been delivered — also when the store moved on without a change.
 	// It returns when ctx is done (nil), or with an error when it cannot go
 	// on: one wrapping ErrCompacted when after is older than the store's
-	// history (the engine then stops; a restart reloads).
+	// history (the engine then Loads again and follows on from there:
+	// reload.go).
 	//
 	// Each delivered change is whole, as the engine makes its own: its
 	// revision set (SetRevision), Target with its Spec also when only the

@@ -66,6 +66,7 @@ type Watcher struct {
 	cursor   uint64 // next revision to read from history while not synced
 	from     uint64 // events below it are never delivered
 	spare    []Event
+	epoch    uint64 // f.epoch when it was created: a reload since ends it
 
 	mu         sync.Mutex // guards the fields below
 	synced     bool       // receives pushes; also in f.synced
@@ -163,6 +164,14 @@ func (f *feed) watch(o WatchOptions, buffer int, client string) (*Watcher, error
 	if f.closed != nil {
 		return nil, f.closed
 	}
+	if f.stale != nil {
+		return nil, f.stale
+	}
+	if o.Since > f.lostAfter+1 && o.Since <= f.lostUpTo+1 {
+		// It saw revisions of a history the store no longer has.
+		return nil, &CompactedError{Requested: o.Since, Oldest: f.hist.oldest(f.rev + 1)}
+	}
+	w.epoch = f.epoch
 	if f.maxWatchers > 0 && f.watched >= f.maxWatchers {
 		return nil, fmt.Errorf("at most %d watchers may be open at once (--max-watchers): %w", f.maxWatchers, ErrResourceExhausted)
 	}
@@ -288,6 +297,13 @@ func (w *Watcher) catchUp() (Batch, error) {
 	defer f.mu.Unlock()
 	if f.closed != nil {
 		return Batch{}, f.closed
+	}
+	if f.stale != nil {
+		return Batch{}, f.stale
+	}
+	if w.epoch != f.epoch {
+		// The view was reloaded (reload.go) while it caught up.
+		return Batch{}, &CompactedError{Requested: w.cursor, Oldest: f.hist.oldest(f.rev + 1)}
 	}
 	if w.cursor <= f.hist.compacted {
 		// History moved past us while we were catching up.

@@ -83,6 +83,10 @@ func (s *Server) toStatus(err error) error {
 		// The store cannot write for now (a full disk): the message names
 		// the data dir and the cause, for the operator who must act.
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, engine.ErrSuspended):
+		// This replica cannot vouch for its view (cluster mode, lease
+		// lost): another replica can answer.
+		return unavailable(err.Error())
 	case errors.Is(err, engine.ErrOwnershipLost), errors.Is(err, engine.ErrNotOwned):
 		// The target's owner is changing (or lives elsewhere and the call
 		// cannot be forwarded): the same call succeeds a moment later.

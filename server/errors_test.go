@@ -50,6 +50,7 @@ func TestToStatus(t *testing.T) {
 		{name: "closed", err: engine.ErrClosed, code: codes.Unavailable},
 		{name: "ownership", err: &engine.OwnershipLostError{Names: []string{"a"}}, code: codes.Unavailable},
 		{name: "store unavailable", err: fmt.Errorf("data dir /d: no space left: %w", engine.ErrUnavailable), code: codes.Unavailable},
+		{name: "view suspended", err: fmt.Errorf("x: %w", engine.ErrSuspended), code: codes.Unavailable},
 		{name: "canceled", err: context.Canceled, code: codes.Canceled},
 		{name: "deadline", err: context.DeadlineExceeded, code: codes.DeadlineExceeded},
 		{name: "status passes through", err: status.Error(codes.PermissionDenied, "no"), code: codes.PermissionDenied},

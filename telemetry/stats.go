@@ -33,8 +33,8 @@ type statsMetrics struct {
 	// unavailable counts commits that failed for want of space.
 	unavailable metric.Int64ObservableCounter
 
-	active, terminating  []metric.ObserveOption // phase=...
-	overlap, busy, write []metric.ObserveOption // reason=...
+	active, terminating         []metric.ObserveOption // phase=...
+	overlap, busy, write, lease []metric.ObserveOption // reason=...
 
 	// lateness exposes the wheel's own lateness histogram.
 	lateness *latenessProducer
@@ -63,7 +63,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.cancelling = g(MetricCancelling, "Probe runs cancelled (timeout passed, or the probe was stopped) whose check has not returned yet; stays near 0 unless a checker ignores cancellation.")
 	sm.watchers = g(MetricWatchers, "Open watchers (Watch streams and internal ones).")
 	sm.fires = c(MetricSchedulerFires, "Due probes the timer wheel handed out.")
-	sm.skipped = c(MetricSchedulerSkipped, "Due probes not run: reason overlap (the previous run of the probe was still going), busy (--max-inflight probes were running) or write (the probe's last transition was not yet written: the store is behind).")
+	sm.skipped = c(MetricSchedulerSkipped, "Due probes not run: reason overlap (the previous run of the probe was still going), busy (--max-inflight probes were running), write (the probe's last transition was not yet written: the store is behind) or lease (cluster mode: the replica's lease is over by its local deadline).")
 	sm.missed = c(MetricSchedulerMissed, "Grid points the timer wheel passed over while it was behind.")
 	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
@@ -78,6 +78,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	}
 	sm.active, sm.terminating = opt("phase", "active"), opt("phase", "terminating")
 	sm.overlap, sm.busy, sm.write = opt(labelReason, "overlap"), opt(labelReason, "busy"), opt(labelReason, "write")
+	sm.lease = opt(labelReason, "lease")
 	return sm, nil
 }
 
@@ -97,6 +98,7 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedOverlap), sm.overlap...)
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedBusy), sm.busy...)
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedWrite), sm.write...)
+		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedLease), sm.lease...)
 		o.ObserveInt64(sm.missed, clampInt64(s.Wheel.Missed))
 		o.ObserveInt64(sm.errors, clampInt64(s.ScheduleErrors))
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))

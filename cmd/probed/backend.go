@@ -21,6 +21,12 @@ type backend struct {
 	forward  server.Forwarder
 	replicas server.Replicas
 	replica  string // this replica's id ("" on a single node)
+	// mayProbe says whether the replica's lease is valid by its local
+	// deadline (engine.Options.MayProbe); nil on a single node.
+	mayProbe func() bool
+	// health is the replica's serving status for the health service;
+	// nil on a single node.
+	health *healthSwitch
 	// join runs cluster membership (claims, releases, the lease) until
 	// ctx is done, then leaves gracefully; nil on a single node.
 	join func(ctx context.Context, eng *engine.Engine) error

@@ -23,7 +23,9 @@ import (
 
 	"github.com/probed/probed/cluster"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/server"
+	"github.com/probed/probed/server/auth"
 	storeetcd "github.com/probed/probed/store/etcd"
 	probedtel "github.com/probed/probed/telemetry"
 )
@@ -45,6 +47,7 @@ type clusterConfig struct {
 	replicaID                 string
 	advertise                 string
 	peerCA                    string
+	compact                   bool
 }
 
 func (c *clusterConfig) register(fs *flag.FlagSet) {
@@ -58,6 +61,7 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.settle, "settle", 0, "a new replica takes targets from the others only after being a member this long (default 2 × --lease-ttl): a replica that flaps never moves targets")
 	fs.StringVar(&c.replicaID, "replica-id", "", "this replica's name in the cluster, unique among the live replicas (default: host name and --addr's port)")
 	fs.StringVar(&c.advertise, "advertise-addr", "", "host:port at which the other replicas reach this one's gRPC API (default: --addr, when it names a host)")
+	fs.BoolVar(&c.compact, "etcd-compact", false, "compact etcd's history as events leave the replicas' --history (off: leave it to etcd's --auto-compaction-*); etcd compaction is global: it deletes the old revisions of every key in the etcd, under every prefix, and breaks other clients' watches from before it")
 	fs.StringVar(&c.peerCA, "peer-ca", "", "PEM file of the CA that signs the other replicas' certificates, to verify them when a call is forwarded to a target's replica (default: --client-ca, else the system's roots)")
 }
 
@@ -160,6 +164,9 @@ func loadPool(file, flagName string) (*x509.CertPool, error) {
 // etcd store, membership and shard ownership, and forwarding to owners.
 func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry, log *slog.Logger) (*backend, error) {
 	cc := &cfg.cluster
+	if err := checkReplicaCert(sec.certs); err != nil {
+		return nil, err
+	}
 	tc, err := cc.etcdTLS()
 	if err != nil {
 		return nil, err
@@ -189,6 +196,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	var eng *engine.Engine
 	engReady := make(chan struct{})
 	var cl *cluster.Cluster
+	health := &healthSwitch{serving: true}
 	inShards := func(shards []int) func(string) bool {
 		set := make(map[int]bool, len(shards))
 		for _, s := range shards {
@@ -205,8 +213,21 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Settle:        cc.settle,
 		Clock:         clockwork.NewRealClock(),
 		Logger:        log,
+		// The lease is renewed only while the replica gets its work done:
+		// its scheduler runs (Heartbeat), its writes go through and its
+		// view follows etcd (Stalled, within a lease TTL).
 		Heartbeat: func(ctx context.Context) error {
 			<-engReady
+			// The view's progress counts while the replica holds a
+			// lease: the revision its membership watch saw before a loss
+			// may belong to a history etcd no longer has (a restore).
+			var known uint64
+			if cl.LeaseValid() {
+				known = storeetcd.Position(cl.Stats().Revision)
+			}
+			if err := eng.Stalled(cc.leaseTTL, known); err != nil {
+				return err
+			}
 			return eng.Heartbeat(ctx)
 		},
 		Gain: func(ctx context.Context, shards []int, rev int64) error {
@@ -224,6 +245,39 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 			<-engReady
 			return eng.Disown(ctx, eng.Names(inShards(shards))...)
 		},
+		Observed: func() int64 {
+			select {
+			case <-engReady:
+				return storeetcd.EtcdRevision(eng.Revision())
+			default:
+				return 0
+			}
+		},
+		// A replica that lost its lease (etcd unreachable, or itself
+		// stuck) cannot vouch for its view: NOT_SERVING, reads and
+		// watches Unavailable until it rejoined and caught up.
+		Suspend: func(cause error) {
+			<-engReady
+			eng.Suspend(cause)
+			health.set(false)
+		},
+		Resume: func(ctx context.Context, rev int64, rewound bool) error {
+			<-engReady
+			// The cluster saw etcd go back in time (restored from a
+			// backup): the view followed a history etcd no longer has.
+			if rewound {
+				log.Error("etcd is not the one this replica's view followed (restored from a backup?): reloading the view", "revision", rev, "view", eng.Revision())
+				if err := eng.Reload(ctx); err != nil {
+					return err
+				}
+			}
+			if err := eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
+				return err
+			}
+			eng.Resume()
+			health.set(true)
+			return nil
+		},
 	})
 	if err != nil {
 		closeClient()
@@ -234,6 +288,8 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Prefix:    cc.prefix,
 		Fence:     cl.Fence,
 		Leading:   cl.Leading,
+		Compact:   cc.compact,
+		Settings:  clusterSettings(cfg),
 		ReplicaID: cc.replicaID,
 		Logger:    log,
 	})
@@ -245,9 +301,11 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	b := &backend{
 		store:    store,
 		owns:     cl.Owns,
+		mayProbe: cl.LeaseValid,
 		forward:  peers,
 		replicas: replicas{cl},
 		replica:  cc.replicaID,
+		health:   health,
 		join: func(ctx context.Context, e *engine.Engine) error {
 			eng = e
 			close(engReady)
@@ -268,6 +326,71 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		where: []any{"store", "etcd", "etcd_endpoints", strings.Join(cc.endpoints, ","), "replica", cc.replicaID, "advertise_addr", cc.advertise},
 	}
 	return b, nil
+}
+
+// checkReplicaCert refuses a --tls-cert that the other replicas would
+// refuse as a client certificate under mutual TLS (a replica presents its
+// own certificate when it forwards a call to a target's owner): one whose
+// extended key usages leave out clientAuth. Every forward would fail, for
+// ever, with a retryable Unavailable. certs nil: no TLS.
+func checkReplicaCert(certs *auth.Certs) error {
+	if certs == nil || !certs.MutualTLS() {
+		return nil
+	}
+	cert, _ := certs.ClientCertificate(nil)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("--tls-cert: %w", err)
+	}
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return nil // any usage
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny {
+			return nil
+		}
+	}
+	return errors.New("--tls-cert: with --client-ca and --store=etcd, a replica presents its certificate to the other replicas when it forwards a call to a target's owner, and they refuse it: its extended key usage lacks clientAuth (TLS Web Client Authentication); issue it for both serverAuth and clientAuth")
+}
+
+// clusterSettings are the flags that change what a stored spec means:
+// every replica of a cluster must have the same (the first one records
+// them in etcd, a replica with others refuses to start).
+func clusterSettings(cfg *config) map[string]string {
+	gates := make([]string, 0, len(feature.Known()))
+	for _, g := range feature.Known() {
+		gates = append(gates, fmt.Sprintf("%s=%t", g, cfg.gates.Enabled(g)))
+	}
+	return map[string]string{
+		"--min-period":    cfg.minPeriod.String(),
+		"--min-timeout":   cfg.minTimeout.String(),
+		"--feature-gates": strings.Join(gates, ","),
+	}
+}
+
+// healthSwitch carries the replica's serving status (false while its
+// lease is lost) to the health server, which exists only later.
+type healthSwitch struct {
+	mu      sync.Mutex
+	serving bool               // guarded by mu
+	apply   func(serving bool) // nil until attached; guarded by mu
+}
+
+// attach makes apply receive the status, the current one first.
+func (h *healthSwitch) attach(apply func(serving bool)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.apply = apply
+	apply(h.serving)
+}
+
+func (h *healthSwitch) set(serving bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.serving = serving
+	if h.apply != nil {
+		h.apply(serving)
+	}
 }
 
 // replicas answers the server's questions about the cluster.

@@ -17,15 +17,15 @@ import (
 type healthStatus struct {
 	srv *health.Server
 
-	mu      sync.Mutex
-	names   []string // "" first, then the services, sorted
-	serving bool
+	mu    sync.Mutex
+	names []string        // "" first, then the services, sorted
+	down  map[string]bool // the causes keeping probed from serving now
 }
 
 // newHealth returns the health service, serving, answering for the server
 // ("") only until register adds the service names.
 func newHealth() *healthStatus {
-	h := &healthStatus{srv: health.NewServer(), names: []string{""}, serving: true}
+	h := &healthStatus{srv: health.NewServer(), names: []string{""}, down: map[string]bool{}}
 	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	return h
 }
@@ -46,19 +46,24 @@ func (h *healthStatus) register(g *grpc.Server) {
 	h.applyLocked()
 }
 
-// setServing reports every name SERVING (true) or NOT_SERVING (false), for
-// instance NOT_SERVING while the store cannot be written. Watchers of each
-// name are told. Safe for concurrent use; no effect after shutdown.
-func (h *healthStatus) setServing(serving bool) {
+// set says whether cause ("store": it cannot write; "lease": the
+// replica lost its lease) keeps probed from serving: every name is
+// NOT_SERVING while any cause does, SERVING once none does. Watchers of
+// each name are told. Safe for concurrent use; no effect after shutdown.
+func (h *healthStatus) set(cause string, down bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.serving = serving
+	if down {
+		h.down[cause] = true
+	} else {
+		delete(h.down, cause)
+	}
 	h.applyLocked()
 }
 
 func (h *healthStatus) applyLocked() {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if h.serving {
+	if len(h.down) == 0 {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	for _, name := range h.names {
@@ -68,7 +73,7 @@ func (h *healthStatus) applyLocked() {
 
 // storeError is the engine's OnStoreError: every name is NOT_SERVING
 // while the store cannot write (a full disk), SERVING again when it can.
-func (h *healthStatus) storeError(err error) { h.setServing(err == nil) }
+func (h *healthStatus) storeError(err error) { h.set("store", err != nil) }
 
 // shutdown reports every name NOT_SERVING for good: probed is stopping.
 func (h *healthStatus) shutdown() { h.srv.Shutdown() }

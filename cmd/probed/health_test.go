@@ -42,7 +42,7 @@ func wantHealth(t *testing.T, hc healthpb.HealthClient, want healthpb.HealthChec
 }
 
 // TestHealthNamesEveryService: the health service answers for the server
-// and every registered service by name, all set at once by setServing.
+// and every registered service by name, all set at once by set.
 func TestHealthNamesEveryService(t *testing.T) {
 	t.Parallel()
 	g := grpc.NewServer()
@@ -68,15 +68,17 @@ func TestHealthNamesEveryService(t *testing.T) {
 	if m, err := watch.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("Watch: %v, %v; want SERVING first", m, err)
 	}
-	h.setServing(false)
+	h.set("store", true)
+	h.set("lease", true)
+	h.set("store", false) // still down: the lease
 	wantHealth(t, hc, healthpb.HealthCheckResponse_NOT_SERVING, names...)
 	if m, err := watch.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("Watch: %v, %v; want NOT_SERVING after setServing(false)", m, err)
+		t.Fatalf("Watch: %v, %v; want NOT_SERVING while a cause is down", m, err)
 	}
-	h.setServing(true)
+	h.set("lease", false)
 	wantHealth(t, hc, healthpb.HealthCheckResponse_SERVING, names...)
 	h.shutdown()
-	h.setServing(true) // no effect after shutdown
+	h.set("lease", false) // no effect after shutdown
 	wantHealth(t, hc, healthpb.HealthCheckResponse_NOT_SERVING, names...)
 }
 

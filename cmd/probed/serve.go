@@ -73,6 +73,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,
 		Owns:             be.owns,
+		MayProbe:         be.mayProbe,
 		Observer:         tel.engineObserver(),
 		Logger:           log,
 		Gates:            cfg.gates,
@@ -119,6 +120,10 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		Addr:       lis.Addr().String(),
 		Authorizer: sec.authorizer(),
 	}).Register(g)
+	if be.health != nil {
+		// In cluster mode, NOT_SERVING while the replica's lease is lost.
+		be.health.attach(func(serving bool) { healthSrv.set("lease", !serving) })
+	}
 	reflection.Register(g)
 	healthSrv.register(g) // last: it answers for every service above
 

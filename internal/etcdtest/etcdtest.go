@@ -11,7 +11,10 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +40,7 @@ type Options struct {
 // Cluster is a running etcd cluster of one or more members.
 type Cluster struct {
 	members []*embed.Etcd
+	cfgs    []*embed.Config // each member's, to Restart it
 	stopped []bool
 	closing sync.WaitGroup // members killed, still closing their listeners
 }
@@ -59,7 +63,7 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 		peers[i] = "http://" + refused.Reserve(t).Addr()
 		initial[i] = names[i] + "=" + peers[i]
 	}
-	c := &Cluster{members: make([]*embed.Etcd, n), stopped: make([]bool, n)}
+	c := &Cluster{members: make([]*embed.Etcd, n), cfgs: make([]*embed.Config, n), stopped: make([]bool, n)}
 	t.Cleanup(c.stopAll)
 	for i := range n {
 		cfg := embed.NewConfig()
@@ -84,7 +88,10 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 		if err != nil {
 			t.Fatalf("etcdtest: start member %s: %v", names[i], err)
 		}
-		c.members[i] = e
+		// A restart listens where the member listened first.
+		bound := mustURL(t, "http://"+e.Clients[0].Addr().String())
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{bound}, []url.URL{bound}
+		c.members[i], c.cfgs[i] = e, cfg
 	}
 	for i, e := range c.members {
 		select {
@@ -122,8 +129,15 @@ func (c *Cluster) Endpoints() []string {
 // ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
+	return ClientOf(t, c.Endpoints()...)
+}
+
+// ClientOf is a client of etcd at endpoints (a proxy's, say), closed when
+// the test ends.
+func ClientOf(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   c.Endpoints(),
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
@@ -187,6 +201,69 @@ func (c *Cluster) Kill(i int) {
 	e := c.members[i]
 	e.Server.HardStop()
 	c.closing.Go(e.Close)
+}
+
+// Restart starts the stopped member i again, from its data directory,
+// on the addresses it had, and waits until it is ready.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	if !c.stopped[i] {
+		t.Fatalf("etcdtest: Restart of member %d, which runs", i)
+	}
+	c.closing.Wait()
+	e, err := embed.StartEtcd(c.cfgs[i])
+	if err != nil {
+		t.Fatalf("etcdtest: restart member %d: %v", i, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcdtest: member %d: %v", i, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("etcdtest: member %d not ready 30s after its restart", i)
+	}
+	c.members[i], c.stopped[i] = e, false
+}
+
+// Backup copies the data directory of the stopped member i (what a
+// backup of its disk holds) and returns the copy's path.
+func (c *Cluster) Backup(t testing.TB, i int) string {
+	t.Helper()
+	if !c.stopped[i] {
+		t.Fatalf("etcdtest: Backup of member %d, which runs", i)
+	}
+	return copyDir(t, c.cfgs[i].Dir)
+}
+
+// Restore replaces the data directory of the stopped member i with a
+// copy of backup (Backup's): restarted, it has the state of the backup,
+// its revision back where it was then.
+func (c *Cluster) Restore(t testing.TB, i int, backup string) {
+	t.Helper()
+	if !c.stopped[i] {
+		t.Fatalf("etcdtest: Restore of member %d, which runs", i)
+	}
+	c.cfgs[i].Dir = copyDir(t, backup)
+}
+
+// copyDir copies the directory from into a new one, private as etcd
+// wants its data directories (0700).
+func copyDir(t testing.TB, from string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(from)); err != nil {
+		t.Fatalf("etcdtest: copy %s: %v", from, err)
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return os.Chmod(path, 0o700)
+	})
+	if err != nil {
+		t.Fatalf("etcdtest: copy %s: %v", from, err)
+	}
+	return dir
 }
 
 // stopAll stops the running members at once, with no leadership

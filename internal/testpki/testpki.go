@@ -70,6 +70,19 @@ func (ca *CA) Server(t testing.TB, cn string) KeyPair {
 	})
 }
 
+// Replica issues a certificate named cn for localhost, 127.0.0.1 and ::1
+// that serves and is presented as a client too (a cluster replica's,
+// which forwards calls to the others).
+func (ca *CA) Replica(t testing.TB, cn string) KeyPair {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
+}
+
 // Client issues a client certificate with common name cn (may be "") and
 // DNS names.
 func (ca *CA) Client(t testing.TB, cn string, dnsNames ...string) KeyPair {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/store/etcd"
@@ -32,7 +34,7 @@ func history(t *testing.T, s *etcd.Store, n int) []*engine.Change {
 func TestCompactThenLoadAndFollow(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
+	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a", Compact: true})
 	cs := history(t, s, 5)
 	before := cs[3].Event.Revision
 	if err := s.Compact(t.Context(), before); err != nil {
@@ -65,7 +67,7 @@ func TestCompactThenLoadAndFollow(t *testing.T) {
 func TestCompactWholeTransactions(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
+	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a", Compact: true})
 	web, db := create("web"), create("db")
 	commit(t, s, web, db)
 	tr := transition(web, 1)
@@ -100,7 +102,7 @@ func TestCompactOnlyLeading(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
 	leading := false
-	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a", Leading: func() bool { return leading }})
+	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a", Compact: true, Leading: func() bool { return leading }})
 	cs := history(t, s, 3)
 	mustCompact(t, s, cs[3].Event.Revision)
 	if st := load(t, s); len(st.Events) != 4 || st.Compacted != 0 {
@@ -116,5 +118,68 @@ func TestCompactOnlyLeading(t *testing.T) {
 	}
 	if err := s.Compact(context.Background(), 1); !errors.Is(err, etcd.ErrClosed) {
 		t.Errorf("Compact after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestCompactOffByDefault: without Options.Compact nothing is compacted
+// (etcd compaction is global): a foreign client's watch of its own prefix
+// from an early revision still gets its history.
+func TestCompactOffByDefault(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	foreign, err := cli.Put(t.Context(), "/other-app/config", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, cli, etcd.Options{ReplicaID: "a"})
+	cs := history(t, s, 3)
+	mustCompact(t, s, cs[3].Event.Revision)
+	if st := load(t, s); len(st.Events) != 4 || st.Compacted != 0 {
+		t.Errorf("compaction is off by default, but: events %v, compacted %d", revisions(st.Events), st.Compacted)
+	}
+	wctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp := <-cli.Watch(wctx, "/other-app/", clientv3.WithPrefix(), clientv3.WithRev(foreign.Header.Revision))
+	if resp.CompactRevision != 0 || resp.Err() != nil || len(resp.Events) != 1 {
+		t.Errorf("a foreign watch from revision %d: compacted at %d, err %v, %d events; want its one event", foreign.Header.Revision, resp.CompactRevision, resp.Err(), len(resp.Events))
+	}
+}
+
+// TestCompactNotBelowReplicas: with Options.Compact the leader compacts
+// no lower than the oldest revision another live member still needs, and
+// nothing while a live member has not said what it needs; a replica that
+// is no longer a member does not hold compaction back.
+func TestCompactNotBelowReplicas(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	leader := open(t, cli, etcd.Options{ReplicaID: "a", Compact: true})
+	follower := open(t, cli, etcd.Options{ReplicaID: "b", Compact: true, Leading: func() bool { return false }})
+	for _, id := range []string{"a", "b"} {
+		if _, err := cli.Put(t.Context(), etcd.DefaultPrefix+"members/"+id, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := history(t, leader, 6)
+
+	mustCompact(t, leader, cs[5].Event.Revision)
+	if st := load(t, leader); len(st.Events) != 7 {
+		t.Errorf("compacted while member b had not said what it needs: events %v", revisions(st.Events))
+	}
+	mustCompact(t, follower, cs[2].Event.Revision) // b needs from cs[2]
+	if st := load(t, follower); len(st.Events) != 7 {
+		t.Errorf("a replica that does not lead compacted: events %v", revisions(st.Events))
+	}
+	mustCompact(t, leader, cs[5].Event.Revision)
+	if st := load(t, leader); len(st.Events) != 5 || st.Events[0].Revision != cs[2].Event.Revision {
+		t.Errorf("after the leader's Compact(%d) with b needing %d: events %v, want 5 from %d", cs[5].Event.Revision, cs[2].Event.Revision, revisions(st.Events), cs[2].Event.Revision)
+	}
+	if _, err := cli.Delete(t.Context(), etcd.DefaultPrefix+"members/b"); err != nil {
+		t.Fatal(err)
+	}
+	mustCompact(t, leader, cs[5].Event.Revision)
+	if st := load(t, leader); len(st.Events) != 2 || st.Events[0].Revision != cs[5].Event.Revision {
+		t.Errorf("b left; after Compact(%d): events %v, want 2 from it", cs[5].Event.Revision, revisions(st.Events))
 	}
 }

@@ -67,3 +67,43 @@ func TestLeaderLoss(t *testing.T) {
 		t.Errorf("the reader's Follow differs from the history (-history +followed):\n%s", diff)
 	}
 }
+
+// TestLeaderLossStallsWritesBriefly: when etcd's leader is killed under a
+// writer whose requests go to a follower (etcd's default timing: 1 s
+// election timeout), no Commit waits out the 5 s request timeout: the
+// transaction in flight, which no one will answer, is sent again after
+// the attempt timeout (1 s), and writes resume about when the new leader
+// exists.
+func TestLeaderLossStallsWritesBriefly(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("an etcd election: a few seconds")
+	}
+	c := etcdtest.StartCluster(t, 3, etcdtest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := (leader + 1) % 3
+	cli := etcdtest.ClientOf(t, c.Endpoints()[follower])
+	w := open(t, cli, etcd.Options{ReplicaID: "writer", Clock: clockwork.NewRealClock()})
+	var slowest time.Duration
+	for i := range 30 {
+		if i == 10 {
+			c.Kill(leader)
+		}
+		cr := create(fmt.Sprintf("t%02d", i))
+		began := time.Now()
+		if err := w.Commit(ctx, []*engine.Change{cr}); err != nil {
+			t.Fatalf("Commit %d: %v", i, err)
+		}
+		slowest = max(slowest, time.Since(began))
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the slowest Commit through the election took %v", slowest.Round(time.Millisecond))
+	if bound := 4 * time.Second; slowest >= bound {
+		t.Errorf("a Commit took %v through the election, want less than %v (not the %v request timeout)", slowest, bound, etcd.DefaultRequestTimeout)
+	}
+}

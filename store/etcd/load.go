@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -95,13 +96,20 @@ func (s *Store) load(ctx context.Context) (*engine.Stored, *specsAt, error) {
 // request1 runs one request with the request timeout; an error after
 // the timeout or the store's Close says so (errRequestTimeout, ErrClosed).
 func (s *Store) request1(ctx context.Context, do func(rctx context.Context) error) error {
-	rctx, cancel := s.request(ctx)
+	return s.attempt(ctx, s.timeout, do)
+}
+
+// attempt runs one request that times out after d (none if d <= 0); an
+// error after the timeout or the store's Close says so
+// (errRequestTimeout, ErrClosed).
+func (s *Store) attempt(ctx context.Context, d time.Duration, do func(rctx context.Context) error) error {
+	rctx, cancel := s.request(ctx, d)
 	defer cancel()
 	err := do(rctx)
 	if err != nil && ctx.Err() == nil {
 		switch cause := context.Cause(rctx); {
 		case errors.Is(cause, errRequestTimeout):
-			err = fmt.Errorf("%w after %v: %w", errRequestTimeout, s.timeout, err)
+			err = fmt.Errorf("%w after %v: %w", errRequestTimeout, d, err)
 		case errors.Is(cause, ErrClosed):
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}

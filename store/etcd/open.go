@@ -6,17 +6,24 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // schemaField is the field of P/meta that holds SchemaVersion (the
-// cluster package owns "shards").
-const schemaField = "schema"
+// cluster package owns "shards"); settingsField holds Options.Settings.
+const (
+	schemaField   = "schema"
+	settingsField = "settings"
+)
 
-// Open checks o and the schema version in P/meta (writing it into a new
-// prefix, keeping the fields others wrote there), and returns the store.
-// A schema this build does not know is ErrSchemaVersion. Transient etcd
+// Open checks o, the schema version and the cluster-wide settings in
+// P/meta (writing those missing, keeping the fields others wrote there),
+// and returns the store. A schema this build does not know is
+// ErrSchemaVersion; settings other than the cluster's are ErrSettings. Transient etcd
 // failures are retried until ctx ends. The caller must Close the store.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := o.setDefaults(); err != nil {
@@ -27,14 +34,17 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd store: %w", err)
 	}
 	s := &Store{
-		cli:      o.Client,
-		keys:     keys{prefix: o.Prefix},
-		fence:    o.Fence,
-		leading:  o.Leading,
-		log:      o.Logger.With("replica", o.ReplicaID),
-		clock:    o.Clock,
-		timeout:  o.RequestTimeout,
-		instance: hex.EncodeToString(nonce[:]),
+		cli:          o.Client,
+		keys:         keys{prefix: o.Prefix},
+		fence:        o.Fence,
+		leading:      o.Leading,
+		compact:      o.Compact,
+		log:          o.Logger.With("replica", o.ReplicaID),
+		clock:        o.Clock,
+		timeout:      o.RequestTimeout,
+		firstAttempt: o.AttemptTimeout,
+		instance:     hex.EncodeToString(nonce[:]),
+		settings:     o.Settings,
 	}
 	s.id, s.writer = o.ReplicaID, s.keys.writer(o.ReplicaID)
 	s.ctx, s.close = context.WithCancel(context.Background())
@@ -79,24 +89,14 @@ func (s *Store) checkSchema(ctx context.Context) error {
 			if err := json.Unmarshal(kv.Value, &fields); err != nil {
 				return corrupt(key, "not a JSON object: %v", err)
 			}
-			if raw, ok := fields[schemaField]; ok {
-				var v int
-				if err := json.Unmarshal(raw, &v); err != nil {
-					return corrupt(key, "%s: %v", schemaField, err)
-				}
-				switch {
-				case v > SchemaVersion:
-					return fmt.Errorf("%w: %s says schema %d, this probed knows up to %d (a newer probed wrote it)",
-						ErrSchemaVersion, key, v, SchemaVersion)
-				case v < 1:
-					return corrupt(key, "%s %d is no schema version", schemaField, v)
-				}
-				return nil
-			}
-			// The cluster wrote it first: add the field.
+			// The cluster or another replica wrote it first: add what is
+			// missing.
 			unchanged = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 		}
-		fields[schemaField], _ = json.Marshal(SchemaVersion)
+		missing, err := s.checkFields(key, fields)
+		if err != nil || !missing {
+			return err
+		}
 		val, _ := json.Marshal(fields)
 		var put *clientv3.TxnResponse
 		err = s.retry(ctx, "open", func(rctx context.Context) (err error) {
@@ -107,8 +107,70 @@ func (s *Store) checkSchema(ctx context.Context) error {
 			return fmt.Errorf("etcd store: write %s: %w", key, err)
 		}
 		if put.Succeeded {
-			s.log.Info("etcd store: schema version written", "key", key, "schema", SchemaVersion)
+			s.log.Info("etcd store: schema version and cluster-wide settings written", "key", key, "schema", SchemaVersion, "settings", s.settings)
 			return nil
 		}
 	}
+}
+
+// checkFields checks the schema version and the settings fields of
+// P/meta, adding to fields those absent (missing true).
+func (s *Store) checkFields(key string, fields map[string]json.RawMessage) (missing bool, err error) {
+	if raw, ok := fields[schemaField]; ok {
+		var v int
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return false, corrupt(key, "%s: %v", schemaField, err)
+		}
+		switch {
+		case v > SchemaVersion:
+			return false, fmt.Errorf("%w: %s says schema %d, this probed knows up to %d (a newer probed wrote it)",
+				ErrSchemaVersion, key, v, SchemaVersion)
+		case v < 1:
+			return false, corrupt(key, "%s %d is no schema version", schemaField, v)
+		}
+	} else {
+		fields[schemaField], _ = json.Marshal(SchemaVersion)
+		missing = true
+	}
+	if len(s.settings) == 0 {
+		return missing, nil
+	}
+	raw, ok := fields[settingsField]
+	if !ok {
+		fields[settingsField], _ = json.Marshal(s.settings)
+		return true, nil
+	}
+	var theirs map[string]string
+	if err := json.Unmarshal(raw, &theirs); err != nil {
+		return false, corrupt(key, "%s: %v", settingsField, err)
+	}
+	if diff := settingsDiff(theirs, s.settings); diff != "" {
+		return false, fmt.Errorf("%w: %s", ErrSettings, diff)
+	}
+	return missing, nil
+}
+
+// settingsDiff names every setting whose value differs between the
+// cluster's and this replica's ("" when none does).
+func settingsDiff(cluster, mine map[string]string) string {
+	names := slices.Sorted(maps.Keys(cluster))
+	for name := range mine {
+		if _, ok := cluster[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	var diffs []string
+	for _, name := range names {
+		c, inCluster := cluster[name]
+		m, inMine := mine[name]
+		switch {
+		case !inCluster:
+			diffs = append(diffs, fmt.Sprintf("%s: the cluster has none, this replica %q", name, m))
+		case !inMine:
+			diffs = append(diffs, fmt.Sprintf("%s: the cluster's is %q, this replica has none", name, c))
+		case c != m:
+			diffs = append(diffs, fmt.Sprintf("%s: the cluster's is %q, this replica's %q", name, c, m))
+		}
+	}
+	return strings.Join(diffs, "; ")
 }

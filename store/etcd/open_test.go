@@ -79,3 +79,40 @@ func TestOpenOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenSettings: the first replica records its settings in P/meta; a
+// later one with the same settings opens, one with a different value, a
+// setting more or one less is ErrSettings naming each difference.
+func TestOpenSettings(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t).Client(t)
+	first := map[string]string{"--min-period": "10ms", "--min-timeout": "100ms"}
+	s, err := etcd.Open(t.Context(), etcd.Options{Client: cli, ReplicaID: "a", Settings: first})
+	if err != nil {
+		t.Fatalf("first Open = %v", err)
+	}
+	s.Close()
+	for _, tc := range []struct {
+		name     string
+		settings map[string]string
+		want     string // "" : opens
+	}{
+		{"Same", map[string]string{"--min-timeout": "100ms", "--min-period": "10ms"}, ""},
+		{"Different", map[string]string{"--min-period": "100ms", "--min-timeout": "100ms"}, `--min-period: the cluster's is "10ms", this replica's "100ms"`},
+		{"More", map[string]string{"--min-period": "10ms", "--min-timeout": "100ms", "--feature-gates": "X=true"}, `--feature-gates: the cluster has none, this replica "X=true"`},
+		{"Fewer", map[string]string{"--min-period": "10ms"}, `--min-timeout: the cluster's is "100ms", this replica has none`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := etcd.Open(t.Context(), etcd.Options{Client: cli, ReplicaID: "b", Settings: tc.settings})
+			if err == nil {
+				s.Close()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Open = %v, want it to open", err)
+			case tc.want != "" && (!errors.Is(err, etcd.ErrSettings) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Open = %v, want ErrSettings saying %s", err, tc.want)
+			}
+		})
+	}
+}

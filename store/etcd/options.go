@@ -17,6 +17,7 @@ import (
 const (
 	DefaultPrefix         = cluster.DefaultPrefix
 	DefaultRequestTimeout = 5 * time.Second
+	DefaultAttemptTimeout = time.Second
 )
 
 // ErrInvalid: Options have a bad field (the error names it).
@@ -38,6 +39,21 @@ type Options struct {
 	// Leading says whether this replica compacts etcd's history
 	// (cluster.Leading); nil: it does.
 	Leading func() bool
+	// Compact opts in to compacting etcd's history (Store.Compact);
+	// false, the default, compacts nothing and leaves the history to
+	// etcd's own --auto-compaction-*. etcd compaction is global: it
+	// deletes the old revisions of every key of the etcd, under every
+	// prefix, and breaks every other client's watch from before it. With
+	// Compact, each replica records what it still needs
+	// (P/watermarks/<id>) and the leader never compacts below the lowest
+	// need of a live member.
+	Compact bool
+	// Settings are the cluster-wide settings (a flag's name → its value):
+	// those that change what a stored spec means, which every replica must
+	// share (the floors of periods and timeouts, feature gates). The first
+	// replica records them in P/meta; Open refuses other values, or other
+	// names, with ErrSettings naming each difference. Empty: not checked.
+	Settings map[string]string
 	// ReplicaID names this writer's key P/writers/<ReplicaID> (the
 	// idempotency of its transactions): unique among the replicas writing
 	// at a time, no "/" nor control characters, at most 128 bytes.
@@ -46,6 +62,14 @@ type Options struct {
 	// does not come in time is retried, never applied twice); default 5s;
 	// negative: none (a request ends with its context).
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds the first attempt of a write (a Commit, a
+	// claim of P/meta): each timeout doubles the next attempt's, up to
+	// RequestTimeout. A transaction in flight when etcd's leader fails is
+	// answered by no one: it is sent again after AttemptTimeout, about
+	// when etcd has elected a new leader (its default election timeout
+	// is 1 s), rather than after RequestTimeout. Default 1s; negative:
+	// RequestTimeout from the first attempt (as with no RequestTimeout).
+	AttemptTimeout time.Duration
 	Logger         *slog.Logger
 	// Clock times the backoff between retries and RequestTimeout; default
 	// the real clock.
@@ -71,6 +95,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = DefaultAttemptTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -91,9 +91,22 @@ func (s *Store) wait(ctx context.Context, b *backoff) bool {
 // retry calls do until it succeeds, fails with an error that is not
 // transient, or ctx ends (the store's ErrClosed or ctx's error). Each call
 // gets the context of one request. what names the operation in logs.
+//
+// The first attempt times out after Options.AttemptTimeout, and each
+// timeout doubles the next attempt's up to Options.RequestTimeout: a
+// request in flight when etcd's leader fails (which no answer will end)
+// is sent again about when a new leader exists, instead of waiting out
+// RequestTimeout, while a slow etcd still gets the whole RequestTimeout.
 func (s *Store) retry(ctx context.Context, what string, do func(rctx context.Context) error) error {
+	limit := s.timeout
+	if limit > 0 && s.firstAttempt > 0 {
+		limit = min(limit, s.firstAttempt)
+	}
 	return s.retrying(ctx, what, func() (bool, error) {
-		err := s.request1(ctx, do)
+		err := s.attempt(ctx, limit, do)
+		if errors.Is(err, errRequestTimeout) {
+			limit = min(2*limit, s.timeout)
+		}
 		return err != nil && transient(ctx, err), err
 	})
 }

@@ -20,6 +20,10 @@ func Position(rev int64) uint64 { return revision(rev, MaxBatch-1) }
 // etcdRevision is the etcd revision of the transaction of revision r.
 func etcdRevision(r uint64) int64 { return int64(r >> indexBits) }
 
+// EtcdRevision is the etcd revision a store revision r (an event's, the
+// engine's position) belongs to: the inverse of Position.
+func EtcdRevision(r uint64) int64 { return etcdRevision(r) }
+
 // compactedBelow is Stored.Compacted after an etcd compaction at rev:
 // the events of every revision below rev are gone.
 func compactedBelow(rev int64) uint64 {

@@ -8,6 +8,7 @@
 // Under the prefix P (default "/probed/", the cluster package's too):
 //
 //	P/meta             a JSON object: "schema" (SchemaVersion, this package's),
+//	                   "settings" (Options.Settings, the first replica's),
 //	                   "shards" (the cluster package's); each keeps the other's fields
 //	P/specs/<name>     a target's spec (store/codec)
 //	P/status/<name>    its durable status (store/codec), whose revision field
@@ -16,6 +17,8 @@
 //	                   rewritten by every transaction, so etcd's history of this
 //	                   key is the event log
 //	P/writers/<id>     the last transaction of the replica <id> (idempotency)
+//	P/watermarks/<id>  the oldest revision the replica <id> still needs
+//	                   (only with Options.Compact)
 //
 // # Revisions
 //
@@ -53,6 +56,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -69,6 +73,9 @@ var (
 	// ErrSchemaVersion: P/meta names a schema this build does not know
 	// (a newer probed wrote the data).
 	ErrSchemaVersion = errors.New("etcd store: unknown schema version")
+	// ErrSettings: the cluster's settings in P/meta differ from this
+	// replica's (Options.Settings); the error names each difference.
+	ErrSettings = errors.New("etcd store: settings differ from the cluster's")
 	// ErrCorrupt: a key under the prefix holds something probed did not
 	// write.
 	ErrCorrupt = errors.New("etcd store: corrupt data")
@@ -84,10 +91,17 @@ type Store struct {
 	keys    keys
 	fence   func(name string) (string, clientv3.LeaseID, bool)
 	leading func() bool
-	log     *slog.Logger
-	clock   clockwork.Clock
-	// timeout bounds one etcd request (Options.RequestTimeout).
-	timeout time.Duration
+	compact bool // Options.Compact
+	// settings are Options.Settings.
+	settings map[string]string
+	// recorded is the watermark this replica last wrote (Compact).
+	recorded atomic.Uint64
+	log      *slog.Logger
+	clock    clockwork.Clock
+	// timeout bounds one etcd request (Options.RequestTimeout);
+	// firstAttempt the first attempt of a retried one
+	// (Options.AttemptTimeout).
+	timeout, firstAttempt time.Duration
 
 	// ctx ends when the store is closed.
 	ctx   context.Context
@@ -160,15 +174,15 @@ func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 var errRequestTimeout = errors.New("etcd request timed out")
 
 // request returns the context of one etcd request: cancelled when ctx
-// ends, when the store closes, or after the request timeout on the
-// store's clock (cause errRequestTimeout). It has no deadline of its own,
-// so a fake clock never leaks into gRPC's wall-clock deadlines.
-func (s *Store) request(ctx context.Context) (context.Context, context.CancelFunc) {
+// ends, when the store closes, or after d on the store's clock (cause
+// errRequestTimeout; d <= 0: never). It has no deadline of its own, so a
+// fake clock never leaks into gRPC's wall-clock deadlines.
+func (s *Store) request(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
 	var t clockwork.Timer
-	if s.timeout > 0 {
-		t = s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	if d > 0 {
+		t = s.clock.AfterFunc(d, func() { cancel(errRequestTimeout) })
 	}
 	return clientv3.WithRequireLeader(rctx), func() {
 		if t != nil {
@@ -200,6 +214,14 @@ func (k keys) events() string            { return k.prefix + "events" }
 func (k keys) spec(name string) string   { return k.specs() + name }
 func (k keys) status(name string) string { return k.statuses() + name }
 func (k keys) writer(id string) string   { return k.prefix + "writers/" + id }
+
+// watermarks is where each replica records the oldest revision it still
+// needs (Options.Compact); after P/status/, outside the watched range.
+func (k keys) watermarks() string         { return k.prefix + "watermarks/" }
+func (k keys) watermark(id string) string { return k.watermarks() + id }
+
+// members is the cluster package's P/members/<id>: the live replicas.
+func (k keys) members() string { return k.prefix + "members/" }
 
 // watched is the key range Follow watches, [start, end): the prefix's keys
 // before P/specs/ — P/events, and the cluster's P/leader/, P/members/,

@@ -13,13 +13,13 @@ import (
 )
 
 // TestContract runs the store contract against a real etcd, one per
-// case: a compaction is etcd's, for every prefix.
+// case: a compaction is etcd's, for every prefix (opted in: Compact).
 func TestContract(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.Opener {
 		cli := etcdtest.Start(t).Client(t)
 		return func() engine.Store {
-			return open(t, cli, etcd.Options{ReplicaID: "r1"})
+			return open(t, cli, etcd.Options{ReplicaID: "r1", Compact: true})
 		}
 	})
 }

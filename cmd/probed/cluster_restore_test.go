@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/refused"
+)
+
+// TestClusterEtcdRestored: etcd is restored from a backup (its data
+// directory as it was before a target was created): the replica notices
+// that etcd's history is not the one it followed, reloads its view from
+// etcd in place and says so in its log: the targets the restore removed
+// are no longer listed, and a target created after the restore is
+// acknowledged and stays (it does not vanish from a frozen view). With a
+// short lease the replica's lease is gone from the backup (it rejoined
+// while etcd restarted) and the rejoin finds etcd behind its view; with
+// a long one the backup has its lease, renewals go on, and their answers'
+// revision says that etcd went back.
+func TestClusterEtcdRestored(t *testing.T) {
+	clusterLong(t)
+	t.Parallel()
+	bin := buildProbed(t)
+	for _, tc := range []struct {
+		name, ttl, log string
+	}{
+		{"LeaseLost", "2s", "restored from a backup?"},
+		{"LeaseKept", "30s", "etcd's history is not the one this replica followed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testEtcdRestored(t, bin, tc.ttl, tc.log)
+		})
+	}
+}
+
+func testEtcdRestored(t *testing.T, bin, ttl, wantLog string) {
+	etcd := etcdtest.Start(t)
+	p := &crashProcess{t: t, bin: bin, args: []string{"--addr", refused.Reserve(t).Addr(), "--store", "etcd",
+		"--etcd-endpoints", etcd.Endpoints()[0], "--replica-id", "r1", "--lease-ttl", ttl, "--settle", "1s",
+		"--metrics-addr", "", "--registrations-per-second=0", "--shutdown-grace", "2s"}}
+	t.Cleanup(func() { p.kill() })
+	if _, err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	c, err := client.Dial(ctx, p.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	backend := probedtest.NewBackend(t, true)
+	// create retries while etcd restarts (Unavailable) and stops at
+	// AlreadyExists (an attempt whose answer was lost went through).
+	create := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Create(cctx, backend.Readiness(name))
+			cancel()
+			if err == nil || errors.Is(err, client.ErrAlreadyExists) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("create %s: %v\n%s", name, err, p.stderr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// names lists the targets, retrying while the replica is not serving.
+	names := func() (string, error) {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		ts, err := c.ListAll(lctx, nil)
+		var out []string
+		for _, tg := range ts {
+			out = append(out, tg.GetName())
+		}
+		return strings.Join(out, ","), err
+	}
+	waitNames := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := names()
+			if err == nil && got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("targets %q (%v), want %q\n%s", got, err, want, p.stderr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	create("before")
+	waitNames("before")
+	// The backup holds the shard claims (and, with a long lease, the
+	// replica's lease).
+	cli := etcd.Client(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := cli.Get(ctx, "/probed/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == clusterShards {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica does not own every shard after 30s: %v, %v", resp, err)
+		}
+	}
+	etcd.Stop(0)
+	backup := etcd.Backup(t, 0)
+	etcd.Restart(t, 0)
+	// What the restore loses: targets, and revisions enough that the
+	// restored etcd's writes do not catch up at once.
+	lost := []string{"before"}
+	for i := range 50 {
+		name := fmt.Sprintf("lost-%02d", i)
+		create(name)
+		lost = append(lost, name)
+	}
+	waitNames(strings.Join(lost, ","))
+
+	etcd.Stop(0)
+	etcd.Restore(t, 0, backup)
+	etcd.Restart(t, 0)
+	create("after")
+	waitNames("after,before")
+	time.Sleep(2 * time.Second) // it stays
+	waitNames("after,before")
+	if log := p.stderr.String(); !strings.Contains(log, "restored from a backup?") || !strings.Contains(log, wantLog) {
+		t.Errorf("the replica did not log that etcd went back (%q):\n%s", wantLog, log)
+	}
+}

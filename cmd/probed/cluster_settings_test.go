@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/refused"
+)
+
+// TestClusterSettingsDiffer: a replica started with another --min-period
+// than the cluster's first replica refuses to join, naming the
+// difference, rather than reporting other effective periods than the
+// owner probes at; one with the same settings joins.
+func TestClusterSettingsDiffer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs probed")
+	}
+	t.Parallel()
+	etcd := etcdtest.Start(t)
+	bin := buildProbed(t)
+	replica := func(id string, extra ...string) *crashProcess {
+		args := append([]string{"--addr", refused.Reserve(t).Addr(), "--store", "etcd",
+			"--etcd-endpoints", etcd.Endpoints()[0], "--replica-id", id, "--lease-ttl", "2s",
+			"--metrics-addr", ""}, extra...)
+		p := &crashProcess{t: t, bin: bin, args: args}
+		t.Cleanup(func() { p.kill() })
+		return p
+	}
+	if _, err := replica("r1", "--min-period", "10ms").start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica("r2", "--min-period", "10ms").start(); err != nil {
+		t.Fatalf("a replica with the cluster's settings: %v", err)
+	}
+	p := replica("r3")
+	p.startAsync()
+	select {
+	case err := <-p.exited:
+		p.cmd = nil
+		if err == nil {
+			t.Fatal("the replica with another --min-period exited with status 0")
+		}
+		log := p.stderr.String()
+		if !strings.Contains(log, `--min-period: the cluster's is "10ms", this replica's "100ms"`) {
+			t.Errorf("the refusal does not name the difference:\n%s", log)
+		}
+	case <-p.serving:
+		t.Fatalf("a replica with --min-period 100ms joined a cluster of 10ms:\n%s", p.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the replica with another --min-period neither served nor exited in 30s:\n%s", p.stderr.String())
+	}
+}

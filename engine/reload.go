@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Over a SharedStore the view can fall behind the store's history: a
+// replica cut off from etcd while etcd compacted the revisions it had not
+// read yet (etcd's --auto-compaction-*, or another replica's Compact).
+// The engine then reloads in place rather than stop: it keeps serving and
+// keeps probing what it owns; only the watchers whose next revision is
+// gone end, with ErrCompacted naming the oldest revision retained.
+
+// reload makes the view, the history and the registry the store's again
+// (a Load), after the follow from revision after failed with cause (an
+// ErrCompacted), and returns the revision to follow from.
+func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64, error) {
+	st, err := e.opts.Store.Load(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reloading (%s): %w", cause.Error(), err)
+	}
+	ended, rewound, due := e.feed.reload(st)
+	for _, w := range due {
+		w.fn()
+	}
+	loaded := make(map[string]*Target, len(st.Targets))
+	for _, t := range st.Targets {
+		loaded[t.Spec.Name] = t
+	}
+	type update struct {
+		en *entry
+		t  *Target
+	}
+	var gone, added []*entry
+	var updated []update
+	e.mu.Lock()
+	for name, en := range e.targets {
+		if _, ok := loaded[name]; !ok {
+			delete(e.targets, name)
+			e.countClientLocked(en.client, -1)
+			gone = append(gone, en)
+		}
+	}
+	for name, t := range loaded {
+		en := e.targets[name]
+		if en == nil {
+			en = &entry{name: name, client: t.Status.Client}
+			en.share(t)
+			e.targets[name] = en
+			e.countClientLocked(en.client, 1)
+			added = append(added, en)
+			continue
+		}
+		updated = append(updated, update{en, t})
+	}
+	e.mu.Unlock()
+	for _, en := range gone {
+		en.mu.Lock()
+		e.disownLocked(en, nil)
+		en.removed = true
+		en.mu.Unlock()
+	}
+	for _, u := range updated {
+		u.en.mu.Lock()
+		if !u.en.owned {
+			u.en.share(u.t) // the owner's state; an owned one is ahead
+		}
+		u.en.mu.Unlock()
+	}
+	for _, en := range added {
+		if e.owns(en.name) {
+			e.ownEntry(en, true)
+		}
+	}
+	msg := "the view fell behind the store's compacted history; reloaded in place (the events in between are lost)"
+	if rewound {
+		msg = "the store went back in time (restored from a backup?); reloaded in place: what it no longer has is lost"
+	}
+	e.log.Warn(msg, "cause", cause, "followed_up_to", after, "reloaded_at", st.Revision, "oldest_retained", st.Compacted+1,
+		"targets", len(st.Targets), "added", len(added), "removed", len(gone), "removed_targets", names(gone), "watchers_ended", ended)
+	return st.Revision, nil
+}
+
+// reload replaces the view and the history with st's. Every synced
+// watcher is at the old revision, before what st's history keeps (or in
+// a history the store lost): it ends with a *CompactedError naming the
+// oldest retained revision, and so does every watcher still catching up
+// (epoch). When st is behind what was published (the store went back in
+// time: rewound), the revision goes back to st's, and a watch from a
+// revision in between is refused from now on. It returns how many
+// watchers ended and the callbacks due (run them with no lock held).
+func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.view.Clear(false)
+	for _, t := range st.Targets {
+		f.view.ReplaceOrInsert(t)
+	}
+	hist := newHistory(f.hist.maxCount, f.hist.maxBytes)
+	hist.compacted = max(st.Compacted, f.rev)
+	if rewound = st.Revision < f.rev; rewound {
+		hist.compacted = st.Compacted
+		f.lostAfter, f.lostUpTo = st.Revision, max(f.lostUpTo, f.rev)
+		f.rev = st.Revision
+	}
+	for _, ev := range st.Events {
+		if ev.Revision > hist.compacted {
+			hist.append(ev)
+		}
+	}
+	f.hist = hist
+	f.rev = max(f.rev, st.Revision)
+	f.epoch++
+	oldest := f.hist.oldest(f.rev + 1)
+	for w := range f.synced {
+		w.failLocked(&CompactedError{Requested: w.rev + 1, Oldest: oldest})
+		delete(f.synced, w)
+		ended++
+	}
+	return ended, rewound, f.dueLocked()
+}
+
+// names are the entries' names, at most 20 of them (for a log line).
+func names(entries []*entry) []string {
+	out := make([]string, 0, min(len(entries), 20))
+	for _, en := range entries[:min(len(entries), 20)] {
+		out = append(out, en.name)
+	}
+	return out
+}
+
+// Reload makes the view the store's again, in place, as after a
+// compaction: the registry, the view and the history are Loaded again and
+// the follow goes on from there. The caller found that the store went back
+// in time (an etcd restored from a backup: its revision is below what the
+// view published, and the follow waits for revisions that will carry
+// other changes): the revision goes back, every watcher ends with
+// ErrCompacted, a watch from a lost revision is refused, and the targets
+// the store no longer has are forgotten (logged). Over a store that is
+// not shared it does nothing.
+func (e *Engine) Reload(ctx context.Context) error {
+	if e.shared == nil {
+		return nil
+	}
+	if err := e.awaitRunning(ctx); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	select {
+	case e.reloads <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.done:
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

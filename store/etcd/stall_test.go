@@ -1,0 +1,90 @@
+package etcd_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/tcpproxy"
+	"github.com/probed/probed/store/etcd"
+)
+
+// TestEngineStalledWhenCutOff: an engine over etcd whose path to etcd
+// hangs (a paused proxy) is Stalled — what cluster mode renews its lease
+// on — once a revision the store had is not in its view within the
+// bound, and once a write of its own has been in progress longer than the
+// bound; when the path is back and the work done, it is not.
+func TestEngineStalledWhenCutOff(t *testing.T) {
+	t.Parallel()
+	const bound = 5 * time.Second
+	c := etcdtest.Start(t)
+	direct := c.Client(t)
+	proxy := tcpproxy.Start(t, c.Endpoints()[0])
+	cut := startReplica(t, open(t, etcdtest.ClientOf(t, proxy.Addr()), etcd.Options{ReplicaID: "cut"}), func(string) bool { return true })
+	writer := open(t, direct, etcd.Options{ReplicaID: "writer"})
+	stalled := func(known uint64) error { return cut.eng.Stalled(bound, known) }
+
+	known := etcd.Position(currentRevision(t, direct))
+	if err := stalled(known); err != nil {
+		t.Fatalf("Stalled before the cut = %v", err)
+	}
+	cut.clock.Advance(bound)
+	if err := stalled(known); err != nil {
+		t.Fatalf("Stalled with the view at etcd's revision = %v", err)
+	}
+
+	proxy.Pause()
+	commit(t, writer, create("elsewhere"))
+	known = etcd.Position(currentRevision(t, direct))
+	if err := stalled(known); err != nil {
+		t.Fatalf("Stalled right after a write it has not seen = %v, want nil (not yet a bound)", err)
+	}
+	cut.clock.Advance(bound)
+	if err := stalled(known); err == nil || !strings.Contains(err.Error(), "view has not reached") {
+		t.Errorf("Stalled a bound after a revision its view did not reach = %v, want the view named", err)
+	}
+
+	created := make(chan error, 1)
+	go func() {
+		_, err := cut.eng.Create(t.Context(), &target.Spec{Name: "here"})
+		created <- err
+	}()
+	waitStalled := time.Now().Add(20 * time.Second)
+	for {
+		cut.clock.Advance(time.Second)
+		err := stalled(0)
+		if err != nil && strings.Contains(err.Error(), "store write") {
+			break
+		}
+		if time.Now().After(waitStalled) {
+			t.Fatalf("Stalled with a write hanging = %v, want the write named", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	proxy.Resume()
+	select {
+	case err := <-created:
+		if err != nil && !errors.Is(err, engine.ErrAlreadyExists) {
+			t.Fatalf("the create after the path came back: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the create did not end 30s after the path came back")
+	}
+	known = etcd.Position(currentRevision(t, direct))
+	deadline := time.Now().Add(20 * time.Second)
+	for cut.eng.Revision() < known {
+		if time.Now().After(deadline) {
+			t.Fatalf("the view did not catch up: at %d, etcd at %d", cut.eng.Revision(), known)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cut.clock.Advance(bound)
+	if err := stalled(known); err != nil {
+		t.Errorf("Stalled once the path is back and the work done = %v", err)
+	}
+}
