@@ -61,8 +61,7 @@ type executor struct {
 	closed   atomic.Bool
 	drained  chan struct{}
 
-	poolMu    sync.Mutex // guards pool
-	pool      *pool      // set by begin
+	pool      atomic.Pointer[pool] // set by begin
 	stopWheel context.CancelFunc
 	drivers   sync.WaitGroup // the wheel's Run
 
@@ -98,9 +97,7 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 // dispatch, and runs go to a pool of reused goroutines under ctx. Call
 // shutdown, after ctx is done, to stop.
 func (x *executor) begin(ctx context.Context) {
-	x.poolMu.Lock()
-	x.pool = newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) })
-	x.poolMu.Unlock()
+	x.pool.Store(newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) }))
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
 	x.drivers.Go(func() { _ = x.wheel.Run(wheelCtx) }) // only ErrRunning, and begin is called once
@@ -118,10 +115,7 @@ func (x *executor) shutdown() {
 	for x.inflight.Load() != 0 {
 		<-x.drained
 	}
-	x.poolMu.Lock()
-	p := x.pool
-	x.poolMu.Unlock()
-	if p != nil {
+	if p := x.pool.Load(); p != nil {
 		p.close()
 	}
 }
@@ -129,10 +123,7 @@ func (x *executor) shutdown() {
 // trimPool ends the probe goroutines that a burst left idle and no run
 // needed since the previous call (see pool.trim).
 func (x *executor) trimPool() {
-	x.poolMu.Lock()
-	p := x.pool
-	x.poolMu.Unlock()
-	if p != nil {
+	if p := x.pool.Load(); p != nil {
 		p.trim()
 	}
 }
@@ -167,23 +158,33 @@ func (x *executor) release() {
 // start runs r, which the caller marked busy, as generation gen on a
 // pooled goroutine. When it cannot (maxInflight runs in progress, or the
 // executor stopped) it clears busy and returns the reason:
-// ErrResourceExhausted or ErrClosed.
+// errInflight (an ErrResourceExhausted; see inflightError) or ErrClosed.
+// It formats nothing: a due fire skipped under load costs no allocation.
 func (x *executor) start(r *runner, gen uint64) error {
 	ok, busy := x.acquire()
 	if ok {
-		x.poolMu.Lock()
-		p := x.pool
-		x.poolMu.Unlock()
-		if p != nil && p.submit(job{r: r, gen: gen}) {
+		if p := x.pool.Load(); p != nil && p.submit(job{r: r, gen: gen}) {
 			return nil
 		}
 		x.release()
 	}
 	r.busy.Store(false)
 	if busy {
-		return fmt.Errorf("at most %d probes run at once (--max-inflight): %w", x.maxInflight, ErrResourceExhausted)
+		return errInflight
 	}
 	return ErrClosed
+}
+
+// errInflight is start's refusal at maxInflight runs in progress.
+var errInflight = fmt.Errorf("too many probes running at once: %w", ErrResourceExhausted)
+
+// inflightError says why a run could not start, for a caller that
+// reports it: at maxInflight, the bound and its flag.
+func (x *executor) inflightError(err error) error {
+	if errors.Is(err, errInflight) {
+		return fmt.Errorf("at most %d probes run at once (--max-inflight): %w", x.maxInflight, ErrResourceExhausted)
+	}
+	return err
 }
 
 // dispatch starts the probes the wheel found due. It runs on a wheel
@@ -209,7 +210,7 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 			x.skippedOverlap.Add(1)
 			continue
 		}
-		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+		if err := x.start(r, r.gen.Load()); errors.Is(err, errInflight) {
 			x.skippedBusy.Add(1)
 		}
 	}
@@ -219,7 +220,7 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 // running already (or cannot start; the wheel runs it next time).
 func (x *executor) runNow(r *runner) {
 	if r.busy.CompareAndSwap(false, true) {
-		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+		if err := x.start(r, r.gen.Load()); errors.Is(err, errInflight) {
 			x.skippedBusy.Add(1)
 		}
 	}
@@ -232,7 +233,7 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 	ch := make(chan runResult, 1)
 	if r.busy.CompareAndSwap(false, true) {
 		if err := x.start(r, r.gen.Load()); err != nil {
-			return nil, err
+			return nil, x.inflightError(err)
 		}
 	}
 	a := r.afterRunLocked()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/engine/wheel"
 )
 
 // runEngine runs an engine over store with checkers on a fake clock;
@@ -164,5 +165,32 @@ func TestStepWithoutRun(t *testing.T) {
 	out, change = e.step(context.Background(), r, r.gen.Load()-1) // a fire from before an update
 	if out.Result != probe.Unknown || out.Message != msgRunCancelled || change != nil || checkers.runs.Load() != 1 {
 		t.Errorf("stale step = %+v, change %v, %d checks; want cancelled, nothing checked or changed", out, change, checkers.runs.Load())
+	}
+}
+
+// TestSkippedFireDoesNotAllocate: a due fire skipped because maxInflight
+// runs are in progress is counted and costs no allocation (the refusal's
+// message, which names the bound, is formatted only for a trigger that
+// reports it). Not parallel: it counts allocations.
+func TestSkippedFireDoesNotAllocate(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	o := Options{MaxInflight: 1, MaxUnwritten: 1, Tick: time.Millisecond, Shards: 1}
+	x := newExecutor(clock, &o, func(context.Context, *runner, uint64) {})
+	x.inflight.Store(1) // the one run allowed is in progress
+	r := &runner{}
+	x.slots = []*runner{r}
+	fires := []wheel.Fire{{ID: 0, Due: x.epoch}}
+	allocs := testing.AllocsPerRun(100, func() { x.dispatch(fires) })
+	if allocs != 0 {
+		t.Errorf("a skipped fire allocates %v times; want 0", allocs)
+	}
+	if got := x.skippedBusy.Load(); got < 100 {
+		t.Errorf("skippedBusy = %d; want every fire counted", got)
+	}
+	if r.busy.Load() {
+		t.Error("the skipped probe stays busy")
+	}
+	if _, err := x.trigger(r); !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 1 probes run at once (--max-inflight)") {
+		t.Errorf("trigger at the bound = %v; want ErrResourceExhausted naming the bound", err)
 	}
 }

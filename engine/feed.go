@@ -72,7 +72,7 @@ func (f *feed) restore(st *Stored) {
 	// Events the bounds drop here are still in the store: they count
 	// towards the next compaction.
 	for _, ev := range st.Events {
-		f.hist.append(ev)
+		f.hist.append(ev, ev.size())
 	}
 	f.rev = st.Revision
 }
@@ -88,9 +88,9 @@ func (f *feed) publish(changes []*Change) {
 		} else {
 			f.view.ReplaceOrInsert(c.Target)
 		}
-		f.hist.append(c.Event)
-		f.rev = max(f.rev, c.Event.Revision)
 		size := c.Event.size()
+		f.hist.append(c.Event, size)
+		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event, size) {
 				f.evictedLocked(w)

@@ -16,7 +16,8 @@ func TestHistoryRing(t *testing.T) {
 	t.Parallel()
 	h := newHistory(3, 0)
 	for _, rev := range []uint64{2, 4, 6, 8, 10} { // not contiguous
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	if got := revisions(h.read(nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
 		t.Fatalf("retained %v, want [6 8 10]", got)
@@ -58,7 +59,8 @@ func TestHistoryByteBound(t *testing.T) {
 	one := (&Event{}).size()
 	h := newHistory(100, 3*one)
 	for rev := uint64(1); rev <= 10; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	if h.n != 3 || h.bytes > 3*one {
 		t.Fatalf("kept %d events (%d bytes), want 3 within %d bytes", h.n, h.bytes, 3*one)
@@ -81,12 +83,14 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	one := (&Event{}).size()
 	h := newHistory(100, 2*one)
 	for rev := uint64(1); rev <= 5; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	// Lift the byte bound: the ring must keep order while it grows again.
 	h.maxBytes = 0
 	for rev := uint64(6); rev <= 9; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	got := revisions(h.read(nil, 0, 100))
 	for i := 1; i < len(got); i++ {
