@@ -70,8 +70,11 @@ func (f *feed) restore(st *Stored) {
 	}
 	f.hist.compacted = st.Compacted
 	// Events the bounds drop here are still in the store: they count
-	// towards the next compaction.
+	// towards the next compaction. Their messages are bounded here, once:
+	// the engine bounds what it writes, data of older versions may not be,
+	// and what is published must be valid UTF-8.
 	for _, ev := range st.Events {
+		ev.Message = probe.BoundMessage(ev.Message)
 		f.hist.append(ev, ev.size())
 	}
 	f.rev = st.Revision

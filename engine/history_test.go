@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/probed/probed/engine/probe"
 )
 
 func revisions(evs []Event) []uint64 {
@@ -100,5 +104,23 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	}
 	if got[len(got)-1] != 9 {
 		t.Fatalf("newest = %d, want 9 (%v)", got[len(got)-1], got)
+	}
+}
+
+// TestRestoredMessagesBounded: the messages of stored events are bounded
+// (valid UTF-8, at most probe.MaxMessageBytes) once, when they are
+// loaded, so that nothing that reads the history has to bound them again.
+func TestRestoredMessagesBounded(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	long := strings.Repeat("a", probe.MaxMessageBytes+100)
+	f.restore(&Stored{Revision: 2, Events: []Event{
+		{Revision: 1, Kind: KindTransition, Message: "status: 300 \xf1\xff"},
+		{Revision: 2, Kind: KindTransition, Message: long},
+	}})
+	for _, ev := range f.hist.read(nil, 0, 10) {
+		if !utf8.ValidString(ev.Message) || len(ev.Message) > probe.MaxMessageBytes {
+			t.Errorf("event %d: restored message %.40q… (%d bytes) is not bounded", ev.Revision, ev.Message, len(ev.Message))
+		}
 	}
 }
