@@ -19,9 +19,13 @@ import (
 // maxIdleWorkers bounds the probe goroutines kept waiting for work.
 const maxIdleWorkers = 256
 
-// keepIdleWorkers is how many idle probe goroutines per CPU outlive a
-// trim (see pool.trim): the rest of those a burst left idle end.
+// keepIdleWorkers is how many idle probe goroutines per CPU the pool
+// keeps beyond the demand of the last second (see pool.resize).
 const keepIdleWorkers = 4
+
+// resizeEvery is how often the probe goroutine pool is sized by the runs
+// in flight (pool.resize keeps resizeSamples of them: the last second).
+const resizeEvery = time.Second / resizeSamples
 
 // executor runs probes. Every run of a probe goes through it — the timer
 // wheel's fires, the first run when a probe starts, and triggers — so one
@@ -63,7 +67,7 @@ type executor struct {
 
 	pool      atomic.Pointer[pool] // set by begin
 	stopWheel context.CancelFunc
-	drivers   sync.WaitGroup // the wheel's Run
+	drivers   sync.WaitGroup // the wheel's Run and resizeLoop
 
 	mu    sync.RWMutex // guards slots and free
 	slots []*runner    // by wheel.ID
@@ -101,6 +105,22 @@ func (x *executor) begin(ctx context.Context) {
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
 	x.drivers.Go(func() { _ = x.wheel.Run(wheelCtx) }) // only ErrRunning, and begin is called once
+	x.drivers.Go(func() { x.resizeLoop(wheelCtx) })
+}
+
+// resizeLoop sizes the probe goroutine pool by the runs in flight, every
+// resizeEvery on the engine's clock, until ctx is done.
+func (x *executor) resizeLoop(ctx context.Context) {
+	t := x.clock.NewTicker(resizeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			x.pool.Load().resize(x.inflight.Load())
+		}
+	}
 }
 
 // shutdown stops the wheel, refuses new runs, waits until none is in
@@ -117,14 +137,6 @@ func (x *executor) shutdown() {
 	}
 	if p := x.pool.Load(); p != nil {
 		p.close()
-	}
-}
-
-// trimPool ends the probe goroutines that a burst left idle and no run
-// needed since the previous call (see pool.trim).
-func (x *executor) trimPool() {
-	if p := x.pool.Load(); p != nil {
-		p.trim()
 	}
 }
 
