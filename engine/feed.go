@@ -22,6 +22,7 @@ type feed struct {
 	mu      sync.Mutex
 	rev     uint64                 // last published revision; guarded by mu
 	view    *btree.BTreeG[*Target] // by name; guarded by mu
+	labels  labelIndex             // the view by label; guarded by mu
 	hist    history                // guarded by mu
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
 	closed  error                  // set by close; guarded by mu
@@ -56,6 +57,7 @@ func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
 func newFeed(historyCount, historyBytes int) *feed {
 	return &feed{
 		view:   btree.NewG(32, byName),
+		labels: newLabelIndex(),
 		hist:   newHistory(historyCount, historyBytes),
 		synced: make(map[*Watcher]struct{}),
 	}
@@ -66,7 +68,7 @@ func (f *feed) restore(st *Stored) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, t := range st.Targets {
-		f.view.ReplaceOrInsert(t)
+		f.put(t)
 	}
 	f.hist.compacted = st.Compacted
 	// Events the bounds drop here are still in the store: they count
@@ -87,9 +89,9 @@ func (f *feed) publish(changes []*Change) {
 	defer f.mu.Unlock()
 	for _, c := range changes {
 		if c.Delete {
-			f.view.Delete(&Target{Spec: c.Target.Spec})
+			f.remove(c.Target.Spec.Name)
 		} else {
-			f.view.ReplaceOrInsert(c.Target)
+			f.put(c.Target)
 		}
 		size := c.Event.size()
 		f.hist.append(c.Event, size)
@@ -246,7 +248,21 @@ func (f *feed) byName() map[string]*Target {
 func (f *feed) forget(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.view.Delete(&Target{Spec: nameOnly(name)})
+	f.remove(name)
+}
+
+// put publishes t in the view and the label index. f.mu held.
+func (f *feed) put(t *Target) {
+	old, _ := f.view.ReplaceOrInsert(t)
+	f.labels.replace(old, t)
+}
+
+// remove drops the target named name from the view and the label index.
+// f.mu held.
+func (f *feed) remove(name string) {
+	if old, ok := f.view.Delete(&Target{Spec: nameOnly(name)}); ok {
+		f.labels.replace(old, nil)
+	}
 }
 
 // revision returns the last published revision.
@@ -258,9 +274,18 @@ func (f *feed) revision() uint64 {
 
 // list returns up to limit published targets with a name greater than
 // after that match selector, in name order, and whether there are more.
+// With a selector it visits only the targets of the selector's rarest
+// label (the label index), not the whole view.
 func (f *feed) list(after string, limit int, selector map[string]string) ([]*Target, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	from := f.view
+	if tr, ok := f.labels.smallest(selector); ok {
+		if tr == nil {
+			return nil, false
+		}
+		from = tr
+	}
 	var out []*Target
 	more := false
 	visit := func(t *Target) bool {
@@ -278,9 +303,9 @@ func (f *feed) list(after string, limit int, selector map[string]string) ([]*Tar
 		return true
 	}
 	if after == "" {
-		f.view.Ascend(visit)
+		from.Ascend(visit)
 	} else {
-		f.view.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
+		from.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
 	}
 	return out, more
 }
