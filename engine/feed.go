@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,9 +78,22 @@ func (f *feed) restore(st *Stored) {
 	// and what is published must be valid UTF-8.
 	for _, ev := range st.Events {
 		ev.Message = probe.BoundMessage(ev.Message)
+		f.shareLabels(&ev)
 		f.hist.append(ev, ev.size())
 	}
 	f.rev = st.Revision
+}
+
+// shareLabels makes a restored event hold its target's label map when
+// the two are equal, instead of a map of its own (the store decodes one
+// per event); events published live share it already. f.mu held.
+func (f *feed) shareLabels(ev *Event) {
+	if len(ev.Labels) == 0 {
+		return
+	}
+	if t, ok := f.view.Get(&Target{Spec: nameOnly(ev.Name)}); ok && maps.Equal(t.Spec.Labels, ev.Labels) {
+		ev.Labels = t.Spec.Labels
+	}
 }
 
 // publish makes durable changes visible: the view, the history and every

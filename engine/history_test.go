@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -122,5 +123,31 @@ func TestRestoredMessagesBounded(t *testing.T) {
 		if !utf8.ValidString(ev.Message) || len(ev.Message) > probe.MaxMessageBytes {
 			t.Errorf("event %d: restored message %.40q… (%d bytes) is not bounded", ev.Revision, ev.Message, len(ev.Message))
 		}
+	}
+}
+
+// TestRestoredEventsShareLabels: a restored event whose labels are its
+// target's holds the target's map, not a copy of its own (the store
+// decodes a map per event); one whose labels differ keeps its own.
+func TestRestoredEventsShareLabels(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	labels := map[string]string{"app": "web"}
+	f.restore(&Stored{Revision: 3, Targets: []*Target{labelled("a", labels)}, Events: []Event{
+		{Revision: 1, Name: "a", Kind: KindTransition, Labels: map[string]string{"app": "web"}},
+		{Revision: 2, Name: "a", Kind: KindTransition, Labels: map[string]string{"app": "old"}},
+		{Revision: 3, Name: "gone", Kind: KindTransition, Labels: map[string]string{"app": "web"}},
+	}})
+	evs := f.hist.read(nil, 0, 10)
+	same := func(m map[string]string) bool {
+		return reflect.ValueOf(m).UnsafePointer() == reflect.ValueOf(labels).UnsafePointer()
+	}
+	for i, want := range []bool{true, false, false} {
+		if got := same(evs[i].Labels); got != want {
+			t.Errorf("event %d (%s, %v): shares the target's map = %v; want %v", evs[i].Revision, evs[i].Name, evs[i].Labels, got, want)
+		}
+	}
+	if evs[1].Labels["app"] != "old" || evs[2].Labels["app"] != "web" {
+		t.Errorf("labels changed: %v, %v", evs[1].Labels, evs[2].Labels)
 	}
 }
