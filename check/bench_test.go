@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
 	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 )
 
@@ -42,21 +39,6 @@ func BenchmarkCheck(b *testing.B) {
 			benchChecks(b, func(ctx context.Context) bool { return c.Check(ctx).Result == probe.Success })
 		})
 	}
-	// What a probe kept its gRPC channel for, before: one health call on a
-	// ready channel (the dial-time options of the checker).
-	b.Run("gRPC kept channel", func(b *testing.B) {
-		conn, err := grpc.NewClient(r.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = conn.Close() }()
-		h := healthpb.NewHealthClient(conn)
-		benchChecks(b, func(ctx context.Context) bool {
-			resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{})
-			return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-		})
-	})
 }
 
 // benchChecks runs check b.N times, failing b on a failed check, and
@@ -80,41 +62,42 @@ func benchChecks(b *testing.B, check func(context.Context) bool) {
 	b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }
 
-// BenchmarkIdleGRPCChannels measures what keeping a gRPC channel per
-// target costs while idle (after one health call each): goroutines and
-// bytes of heap and stacks per target. A checker that opens its channel
-// per check holds none of it.
+// BenchmarkIdleGRPCChannels measures what a kept gRPC connection costs
+// while idle (after one check): goroutines and bytes of heap and stacks
+// per connection. Each of the checkers has a Set of its own, so that
+// each keeps a connection (the checkers of one Set share one per
+// address). With a channel per check a checker holds none of it.
 //
 //	go test -run '^$' -bench IdleGRPC -benchtime 1x ./check
 func BenchmarkIdleGRPCChannels(b *testing.B) {
 	r := startRemote(b)
-	const targets = 200
+	host, port := hostPort(b, r.GRPC)
+	const conns = 1000
 	for range b.N {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
 		g0 := runtime.NumGoroutine()
-		conns := make([]*grpc.ClientConn, targets)
-		for i := range conns {
-			conn, err := grpc.NewClient(r.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
+		cs := make([]engine.Checker, conns)
+		for i := range cs {
+			c, err := check.New(check.Options{}).Open("target", probe.Readiness, probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			conns[i] = conn
-			if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
-				b.Fatal(err)
+			cs[i] = c
+			if out := c.Check(context.Background()); out.Result != probe.Success {
+				b.Fatalf("check %d: %q", i, out.Message)
 			}
 		}
 		time.Sleep(time.Second) // settle
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		g1 := runtime.NumGoroutine()
-		b.ReportMetric(float64(g1-g0)/targets, "goroutines/target")
-		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/targets, "heap-B/target")
-		b.ReportMetric(float64(int64(m1.StackInuse)-int64(m0.StackInuse))/targets, "stack-B/target")
-		for _, c := range conns {
-			_ = c.Close()
+		b.ReportMetric(float64(g1-g0)/conns, "goroutines/conn")
+		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/conns, "heap-B/conn")
+		b.ReportMetric(float64(int64(m1.StackInuse)-int64(m0.StackInuse))/conns, "stack-B/conn")
+		for _, c := range cs {
+			c.Close()
 		}
 	}
 }

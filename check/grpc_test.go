@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/probed/probed/check"
+	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/internal/refused"
 )
@@ -127,12 +129,6 @@ func TestGRPC(t *testing.T) {
 			deadline: 200 * time.Millisecond, want: probe.Failure, wantMsg: "deadline", contains: true,
 		},
 		{
-			// As for TLS below: the dial's error must reach the channel
-			// before the deadline.
-			name: "closed port", g: &probe.GRPC{Host: "127.0.0.1", Port: refused.Port(t)},
-			deadline: 2 * time.Second, want: probe.Failure, wantMsg: "connection refused", contains: true,
-		},
-		{
 			name: "policy denies the address", opts: check.Options{Policy: &check.Policy{Deny: loopback}},
 			g: grpcProbe(t, healthy, nil, nil), deadline: 2 * time.Second, want: probe.Failure,
 			wantMsg: "address 127.0.0.1 is denied by the target policy (127.0.0.0/8)", contains: true,
@@ -151,13 +147,46 @@ func TestGRPC(t *testing.T) {
 	}
 }
 
-// TestGRPCChannelPerCheck: each check dials its own channel and closes it
-// (kubelet's way): a gRPC probe holds no connection, and no goroutine,
-// between checks. Every check sees the server's current status.
+// grpcModes are the two ways gRPC checkers connect.
+var grpcModes = []struct {
+	name string
+	opts check.Options
+}{
+	{name: "shared channel"},
+	{name: "channel per check", opts: check.Options{GRPCDialPerProbe: true}},
+}
+
+// TestGRPCRefusedFailsFast: a check of a port that refuses connections
+// fails as soon as the connection is refused, with "connection refused"
+// (code Unavailable), not when its deadline passes ("probe timed out",
+// DeadlineExceeded), and so does every later check. The deadline here is
+// far beyond what a refusal takes: a check that waited for it would fail
+// on its message.
+func TestGRPCRefusedFailsFast(t *testing.T) {
+	t.Parallel()
+	port := refused.Port(t)
+	for _, mode := range grpcModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			c := open(t, mode.opts, probe.Handler{GRPC: &probe.GRPC{Host: "127.0.0.1", Port: port}})
+			for i := range 3 {
+				out := run(t, c, 30*time.Second)
+				if out.Result != probe.Failure || !strings.Contains(out.Message, "code = Unavailable") || !strings.Contains(out.Message, "connection refused") {
+					t.Fatalf("check %d: %v %q; want a failure, Unavailable, connection refused", i, out.Result, out.Message)
+				}
+			}
+		})
+	}
+}
+
+// TestGRPCChannelPerCheck: with GRPCDialPerProbe, each check dials its
+// own channel and closes it (kubelet's way): a gRPC probe holds no
+// connection, and no goroutine, between checks. Every check sees the
+// server's current status.
 func TestGRPCChannelPerCheck(t *testing.T) {
 	t.Parallel()
 	l, hs := grpcServer(t, nil, true)
-	c := open(t, check.Options{}, probe.Handler{GRPC: grpcProbe(t, l, nil, nil)})
+	c := open(t, check.Options{GRPCDialPerProbe: true}, probe.Handler{GRPC: grpcProbe(t, l, nil, nil)})
 	statuses := []healthpb.HealthCheckResponse_ServingStatus{
 		healthpb.HealthCheckResponse_SERVING,
 		healthpb.HealthCheckResponse_NOT_SERVING,
@@ -176,17 +205,111 @@ func TestGRPCChannelPerCheck(t *testing.T) {
 	eventually(t, "connections closed after the checks", func() bool { return l.open.Load() == 0 })
 }
 
+// TestGRPCSharedChannel: by default the checkers of a Set that probe one
+// address with the same TLS settings share one connection, kept between
+// checks; other TLS settings or another Set get their own; the last
+// checker of a channel closes its connection. Every check sees the
+// server's current status.
+func TestGRPCSharedChannel(t *testing.T) {
+	t.Parallel()
+	l, hs := grpcServer(t, nil, true)
+	set := check.New(check.Options{})
+	g := grpcProbe(t, l, nil, nil)
+	var cs []engine.Checker
+	for _, h := range []probe.Handler{
+		{GRPC: g},
+		{GRPC: &probe.GRPC{Host: g.Host, Port: g.Port, Service: ptr("db")}}, // another service: the same channel
+		{GRPC: g},
+	} {
+		c, err := set.Open("target", probe.Readiness, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	statuses := []healthpb.HealthCheckResponse_ServingStatus{
+		healthpb.HealthCheckResponse_SERVING,
+		healthpb.HealthCheckResponse_NOT_SERVING,
+		healthpb.HealthCheckResponse_SERVING,
+	}
+	for i, st := range statuses {
+		hs.SetServingStatus("", st)
+		for j, c := range []engine.Checker{cs[0], cs[2]} {
+			out := run(t, c, timeout)
+			if want := st == healthpb.HealthCheckResponse_SERVING; (out.Result == probe.Success) != want {
+				t.Errorf("check %d of checker %d with %v: result %v (%q); want success = %v", i, j, st, out.Result, out.Message, want)
+			}
+		}
+		wantOutcome(t, run(t, cs[1], timeout), probe.Failure, `service unhealthy (responded with "NOT_SERVING")`, false)
+	}
+	if n := l.n.Load(); n != 1 {
+		t.Errorf("server accepted %d connections for one shared channel; want 1", n)
+	}
+	other := open(t, check.Options{}, probe.Handler{GRPC: g}) // another Set
+	wantOutcome(t, run(t, other, timeout), probe.Success, "service healthy", false)
+	if n := l.n.Load(); n != 2 {
+		t.Errorf("server accepted %d connections for two Sets; want 2", n)
+	}
+	other.Close()
+	eventually(t, "the other Set's connection closed", func() bool { return l.open.Load() == 1 })
+	cs[0].Close()
+	cs[1].Close()
+	if n := l.open.Load(); n != 1 {
+		t.Errorf("%d connections open while a checker holds the channel; want 1", n)
+	}
+	cs[2].Close()
+	eventually(t, "the shared connection closed with its last checker", func() bool { return l.open.Load() == 0 })
+}
+
+// TestGRPCRecovers: a check after the target came back succeeds at once,
+// in both modes: a channel that failed to connect backs off for about a
+// second before it redials, and a check must not wait for that (nor fail
+// with the channel's last error). A shared channel whose server went away
+// reconnects at the next check.
 func TestGRPCRecovers(t *testing.T) {
 	t.Parallel()
-	reserved := refused.Reserve(t)
-	c := open(t, check.Options{}, probe.Handler{GRPC: &probe.GRPC{Host: "127.0.0.1", Port: reserved.Port}})
-	wantOutcome(t, run(t, c, 2*time.Second), probe.Failure, "connection refused", true)
+	for _, mode := range grpcModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			reserved := refused.Reserve(t)
+			c := open(t, mode.opts, probe.Handler{GRPC: &probe.GRPC{Host: "127.0.0.1", Port: reserved.Port}})
+			wantOutcome(t, run(t, c, 2*time.Second), probe.Failure, "connection refused", true)
 
-	// A channel that failed backs off for about a second; a check must not
-	// wait for that once the target is back (each check has a channel of
-	// its own).
-	grpcServer(t, reserved.Listen(t), true)
-	wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
+			stop := serveGRPCHealth(t, reserved.Listen(t))
+			wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
+
+			// The server goes away: a shared channel's first check may still
+			// be sent on the connection it had (and fail with
+			// "error reading from server: EOF"); the next one redials and is
+			// refused. Then the server is back.
+			stop()
+			if out := run(t, c, 2*time.Second); out.Result != probe.Failure {
+				t.Fatalf("check after the server stopped: %v %q; want a failure", out.Result, out.Message)
+			}
+			wantOutcome(t, run(t, c, 2*time.Second), probe.Failure, "connection refused", true)
+			serveGRPCHealth(t, reserved.Listen(t))
+			wantOutcome(t, run(t, c, 500*time.Millisecond), probe.Success, "service healthy", false)
+		})
+	}
+}
+
+// serveGRPCHealth serves a SERVING health service on l until stop is
+// called or the test ends; stop closes every connection.
+func serveGRPCHealth(t *testing.T, l net.Listener) (stop func()) {
+	t.Helper()
+	s := grpc.NewServer()
+	healthpb.RegisterHealthServer(s, health.NewServer())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(l)
+	}()
+	stop = sync.OnceFunc(func() {
+		s.Stop()
+		<-done
+	})
+	t.Cleanup(stop)
+	return stop
 }
 
 func TestGRPCTLS(t *testing.T) {

@@ -38,13 +38,18 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // preface) used to keep one socket, and its goroutines, per probe: the
 // HTTP transport had no handshake timeout and its dial outlived the
 // probe; gRPC connected under its own 20 s deadline. Each check now ends
-// by its deadline and closes the connection it opened.
+// by its deadline and closes the connection it opened; a shared gRPC
+// channel holds one connection, the one it is establishing, whatever the
+// number of checks, until its checker closes.
 func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 	t.Parallel()
 	const checks = 8
+	perProbe := check.Options{GRPCDialPerProbe: true}
 	tests := []struct {
 		name    string
+		opts    check.Options
 		handler func(host string, port int32) probe.Handler
+		held    int64 // connections a checker may keep open between checks
 	}{
 		{name: "HTTPS", handler: func(host string, port int32) probe.Handler {
 			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port, Scheme: probe.SchemeHTTPS}}
@@ -52,10 +57,16 @@ func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 		{name: "HTTPS without keep-alive", handler: func(host string, port int32) probe.Handler {
 			return probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: port, Scheme: probe.SchemeHTTPS, DisableKeepAlive: true}}
 		}},
-		{name: "gRPC", handler: func(host string, port int32) probe.Handler {
+		{name: "gRPC, a channel per check", opts: perProbe, handler: func(host string, port int32) probe.Handler {
 			return probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}}
 		}},
-		{name: "gRPC over TLS", handler: func(host string, port int32) probe.Handler {
+		{name: "gRPC over TLS, a channel per check", opts: perProbe, handler: func(host string, port int32) probe.Handler {
+			return probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port, TLS: &probe.TLS{}}}
+		}},
+		{name: "gRPC, a shared channel", held: 1, handler: func(host string, port int32) probe.Handler {
+			return probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port}}
+		}},
+		{name: "gRPC over TLS, a shared channel", held: 1, handler: func(host string, port int32) probe.Handler {
 			return probe.Handler{GRPC: &probe.GRPC{Host: host, Port: port, TLS: &probe.TLS{}}}
 		}},
 	}
@@ -64,7 +75,7 @@ func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 			t.Parallel()
 			h := probedtest.NewHolding(t)
 			host, port := hostPort(t, h.Addr)
-			c := open(t, check.Options{}, tt.handler(host, port))
+			c := open(t, tt.opts, tt.handler(host, port))
 			for i := range checks {
 				out := run(t, c, 100*time.Millisecond)
 				if out.Result != probe.Failure {
@@ -74,6 +85,9 @@ func TestHandshakeThatNeverEndsIsBounded(t *testing.T) {
 			// Every connection is closed by the end of its check (a leak
 			// kept them all until the process ran out of descriptors).
 			eventually(t, fmt.Sprintf("%d connections still open after %d checks", h.Open(), checks),
+				func() bool { return h.Open() <= tt.held })
+			c.Close()
+			eventually(t, fmt.Sprintf("%d connections still open after Close", h.Open()),
 				func() bool { return h.Open() == 0 })
 		})
 	}

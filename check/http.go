@@ -42,8 +42,9 @@ const redacted = "REDACTED"
 
 // httpChecker runs an httpGet probe. It is an HTTP/1.1 client of its
 // own, on the checking goroutine: net/http writes its request (once, at
-// Open, unless headers are injected per request) and parses the
-// responses (http.ReadResponse), and its httpTransport keeps the
+// Open, unless headers are injected per request), a plain response is
+// read without a header map (plainResponse) and any other by
+// http.ReadResponse, and its httpTransport keeps the
 // connection alive between checks for this probe alone. An idle probe
 // holds a file descriptor: no goroutine, no buffer.
 type httpChecker struct {
@@ -396,14 +397,16 @@ func (c *httpChecker) get(ctx context.Context, ph *probe.Phases) (probe.Result, 
 
 // answer judges the final response of a check.
 func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, string) {
-	resp := ex.resp
+	// The response is the exchange's until done: what is judged is read
+	// before.
+	code, status := ex.resp.StatusCode, ex.resp.Status
 	// Read even a failing response's body (bounded), so that its
 	// connection can be reused.
-	body, buf, complete, rerr := readBody(resp.Body, c.maxBody)
+	body, buf, complete, rerr := readBody(ex.resp.Body, c.maxBody)
 	defer freeBody(buf)
 	ex.done(complete)
-	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
-		msg := fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	if code < http.StatusOK || code >= http.StatusBadRequest {
+		msg := fmt.Sprintf("HTTP probe failed with statuscode: %d", code)
 		if b := bytes.TrimSpace(body); len(b) > 0 && rerr == nil {
 			msg += ", body " + quoteClip(string(b))
 		}
@@ -416,15 +419,15 @@ func (c *httpChecker) answer(ctx context.Context, ex *exchange) (probe.Result, s
 		return probe.Failure, fmt.Sprintf("HTTP probe failed: body %s does not match the expected body %s",
 			quoteClip(string(body)), quoteClip(c.expected))
 	}
-	if resp.StatusCode >= http.StatusMultipleChoices {
+	if code >= http.StatusMultipleChoices {
 		// The reason phrase is the server's: Check bounds it like the body.
-		return probe.Success, "Probe terminated redirects, Response status: " + resp.Status
+		return probe.Success, "Probe terminated redirects, Response status: " + status
 	}
 	size := fmt.Sprintf("%d bytes", len(body))
 	if !complete {
 		size = "over " + size
 	}
-	return probe.Success, fmt.Sprintf("HTTP %d, %s", resp.StatusCode, size)
+	return probe.Success, fmt.Sprintf("HTTP %d, %s", code, size)
 }
 
 // urlError is err as net/http's client reports it: `Get "URL": err`,

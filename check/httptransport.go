@@ -223,10 +223,11 @@ func (t *httpTransport) close() {
 // exchange is one request on one connection, from the request written to
 // the response's body read.
 type exchange struct {
-	t    *httpTransport
-	pc   *httpConn
-	br   *bufio.Reader
-	resp *http.Response
+	t     *httpTransport
+	pc    *httpConn
+	br    *bufio.Reader
+	resp  *http.Response
+	plain *plainAnswer // resp's, when plainResponse read it; back to plainAnswers at done
 }
 
 // roundTrip writes req (a whole GET request) for u, whose connections
@@ -329,6 +330,13 @@ func (t *httpTransport) exchange(ctx context.Context, pc *httpConn, req []byte, 
 	}
 	ph.FirstByte += time.Since(wrote)
 	for {
+		if a := plainAnswers.Get().(*plainAnswer); plainResponse(br, &a.resp, &a.body) {
+			pc.limit = 1<<63 - 1 // the body has its own bound
+			t.ex = exchange{t: t, pc: pc, br: br, resp: &a.resp, plain: a}
+			return &t.ex, true, nil
+		} else {
+			plainAnswers.Put(a)
+		}
 		resp, err := http.ReadResponse(br, getRequest) //nolint:bodyclose // the exchange owns the body: exchange.done ends it
 		if err != nil {
 			if pc.limit <= 0 {
@@ -359,6 +367,10 @@ func (ex *exchange) done(complete bool) {
 	reusable := complete && !ex.resp.Close && ex.resp.StatusCode >= 200 && ex.br.Buffered() == 0
 	ex.br.Reset(nil)
 	readers.Put(ex.br)
+	if a := ex.plain; a != nil {
+		*a = plainAnswer{}
+		plainAnswers.Put(a)
+	}
 	t, pc := ex.t, ex.pc
 	*ex = exchange{}
 	if !pc.unwatch() || !reusable {

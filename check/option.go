@@ -46,6 +46,14 @@ type Options struct {
 	// server may send. Default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 
+	// GRPCDialPerProbe makes each gRPC check dial a channel of its own
+	// and close it when it returns, as kubelet does: nothing is held
+	// between checks, at the cost of a TCP (and TLS) handshake and an
+	// HTTP/2 preface per check. By default (false) the checkers of a Set
+	// that probe the same address with the same TLS settings share one
+	// channel, kept while any of them is open.
+	GRPCDialPerProbe bool
+
 	// Inject, when set, is called with each HTTP probe's context and
 	// request headers just before the request is sent, for example to
 	// propagate a W3C traceparent/tracestate from the context (an

@@ -107,6 +107,10 @@ type checkerKind struct {
 	name    string
 	opts    check.Options
 	handler func() probe.Handler // a fresh spec for each Open
+	// shared: the checkers of one Set share one connection to the
+	// address, which holds grpc-go's goroutines while it is up, however
+	// many checkers share it.
+	shared bool
 }
 
 // kinds are the checkers of every kind, in their default modes and with a
@@ -128,7 +132,10 @@ func (r remoteTargets) kinds(tb testing.TB) []checkerKind {
 		{name: "TCP", handler: func() probe.Handler {
 			return probe.Handler{TCPSocket: &probe.TCPSocket{Host: httpHost, Port: httpPort}}
 		}},
-		{name: "gRPC, a channel per check", handler: func() probe.Handler {
+		{name: "gRPC, a channel per check", opts: check.Options{GRPCDialPerProbe: true}, handler: func() probe.Handler {
+			return probe.Handler{GRPC: &probe.GRPC{Host: grpcHost, Port: grpcPort}}
+		}},
+		{name: "gRPC, a shared channel", shared: true, handler: func() probe.Handler {
 			return probe.Handler{GRPC: &probe.GRPC{Host: grpcHost, Port: grpcPort}}
 		}},
 		{name: "exec", opts: check.Options{AllowExec: true}, handler: func() probe.Handler {

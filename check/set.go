@@ -22,10 +22,13 @@ var (
 	ErrHandler = errors.New("handler must set exactly one of httpGet, tcpSocket, grpc, exec")
 )
 
-// Set builds checkers; it implements engine.Checkers. It holds no
-// connections itself: each Checker it opens owns its own, until Close.
+// Set builds checkers; it implements engine.Checkers. Each Checker it
+// opens owns its connections until Close, but for the gRPC channels that
+// checkers of the same address share (see Options.GRPCDialPerProbe): the
+// last checker of a channel closes it.
 type Set struct {
 	opts Options
+	grpc grpcChannels
 }
 
 var _ engine.Checkers = (*Set)(nil)
@@ -59,7 +62,7 @@ func (s *Set) Open(target string, typ probe.Type, h probe.Handler) (engine.Check
 	case h.TCPSocket != nil:
 		return newTCPChecker(h.TCPSocket, &s.opts), nil
 	case h.GRPC != nil:
-		return checker(newGRPCChecker(h.GRPC, &s.opts))
+		return checker(newGRPCChecker(h.GRPC, &s.opts, &s.grpc))
 	default:
 		return checker(newExecChecker(h.Exec, &s.opts))
 	}

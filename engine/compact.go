@@ -16,9 +16,6 @@ func (e *Engine) compactLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		e.compactIfDue(ctx)
-		// The same period suits the probe goroutines left idle by a
-		// burst: they end within two periods of it.
-		e.exec.trimPool()
 		select {
 		case <-ctx.Done():
 			return

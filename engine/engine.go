@@ -30,7 +30,7 @@
 //	                                             → drainQueue.mu
 //	feed.mu (view, history) → Watcher.mu
 //
-// executor.poolMu and pool.mu are leaves taken to start a run. A wheel
+// pool.mu is a leaf taken to start a run. A wheel
 // driver calls dispatch (executor.mu for reading, then the pool) and timer
 // functions (drains: drainQueue.mu) with no wheel lock held. The committer
 // writes to the store and publishes to the feed with committer.mu

@@ -19,9 +19,13 @@ import (
 // maxIdleWorkers bounds the probe goroutines kept waiting for work.
 const maxIdleWorkers = 256
 
-// keepIdleWorkers is how many idle probe goroutines per CPU outlive a
-// trim (see pool.trim): the rest of those a burst left idle end.
+// keepIdleWorkers is how many idle probe goroutines per CPU the pool
+// keeps beyond the demand of the last second (see pool.resize).
 const keepIdleWorkers = 4
+
+// resizeEvery is how often the probe goroutine pool is sized by the runs
+// in flight (pool.resize keeps resizeSamples of them: the last second).
+const resizeEvery = time.Second / resizeSamples
 
 // executor runs probes. Every run of a probe goes through it — the timer
 // wheel's fires, the first run when a probe starts, and triggers — so one
@@ -61,10 +65,9 @@ type executor struct {
 	closed   atomic.Bool
 	drained  chan struct{}
 
-	poolMu    sync.Mutex // guards pool
-	pool      *pool      // set by begin
+	pool      atomic.Pointer[pool] // set by begin
 	stopWheel context.CancelFunc
-	drivers   sync.WaitGroup // the wheel's Run
+	drivers   sync.WaitGroup // the wheel's Run and resizeLoop
 
 	mu    sync.RWMutex // guards slots and free
 	slots []*runner    // by wheel.ID
@@ -102,12 +105,26 @@ func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *
 // dispatch, and runs go to a pool of reused goroutines under ctx. Call
 // shutdown, after ctx is done, to stop.
 func (x *executor) begin(ctx context.Context) {
-	x.poolMu.Lock()
-	x.pool = newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) })
-	x.poolMu.Unlock()
+	x.pool.Store(newPool(maxIdleWorkers, keepIdleWorkers*runtime.GOMAXPROCS(0), func(j job) { x.step(ctx, j.r, j.gen) }))
 	wheelCtx, stopWheel := context.WithCancel(context.WithoutCancel(ctx))
 	x.stopWheel = stopWheel
 	x.drivers.Go(func() { _ = x.wheel.Run(wheelCtx) }) // only ErrRunning, and begin is called once
+	x.drivers.Go(func() { x.resizeLoop(wheelCtx) })
+}
+
+// resizeLoop sizes the probe goroutine pool by the runs in flight, every
+// resizeEvery on the engine's clock, until ctx is done.
+func (x *executor) resizeLoop(ctx context.Context) {
+	t := x.clock.NewTicker(resizeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			x.pool.Load().resize(x.inflight.Load())
+		}
+	}
 }
 
 // shutdown stops the wheel, refuses new runs, waits until none is in
@@ -122,22 +139,8 @@ func (x *executor) shutdown() {
 	for x.inflight.Load() != 0 {
 		<-x.drained
 	}
-	x.poolMu.Lock()
-	p := x.pool
-	x.poolMu.Unlock()
-	if p != nil {
+	if p := x.pool.Load(); p != nil {
 		p.close()
-	}
-}
-
-// trimPool ends the probe goroutines that a burst left idle and no run
-// needed since the previous call (see pool.trim).
-func (x *executor) trimPool() {
-	x.poolMu.Lock()
-	p := x.pool
-	x.poolMu.Unlock()
-	if p != nil {
-		p.trim()
 	}
 }
 
@@ -171,23 +174,33 @@ func (x *executor) release() {
 // start runs r, which the caller marked busy, as generation gen on a
 // pooled goroutine. When it cannot (maxInflight runs in progress, or the
 // executor stopped) it clears busy and returns the reason:
-// ErrResourceExhausted or ErrClosed.
+// errInflight (an ErrResourceExhausted; see inflightError) or ErrClosed.
+// It formats nothing: a due fire skipped under load costs no allocation.
 func (x *executor) start(r *runner, gen uint64) error {
 	ok, busy := x.acquire()
 	if ok {
-		x.poolMu.Lock()
-		p := x.pool
-		x.poolMu.Unlock()
-		if p != nil && p.submit(job{r: r, gen: gen}) {
+		if p := x.pool.Load(); p != nil && p.submit(job{r: r, gen: gen}) {
 			return nil
 		}
 		x.release()
 	}
 	r.busy.Store(false)
 	if busy {
-		return fmt.Errorf("at most %d probes run at once (--max-inflight): %w", x.maxInflight, ErrResourceExhausted)
+		return errInflight
 	}
 	return ErrClosed
+}
+
+// errInflight is start's refusal at maxInflight runs in progress.
+var errInflight = fmt.Errorf("too many probes running at once: %w", ErrResourceExhausted)
+
+// inflightError says why a run could not start, for a caller that
+// reports it: at maxInflight, the bound and its flag.
+func (x *executor) inflightError(err error) error {
+	if errors.Is(err, errInflight) {
+		return fmt.Errorf("at most %d probes run at once (--max-inflight): %w", x.maxInflight, ErrResourceExhausted)
+	}
+	return err
 }
 
 // dispatch starts the probes the wheel found due. It runs on a wheel
@@ -217,7 +230,7 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 			x.skippedOverlap.Add(1)
 			continue
 		}
-		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+		if err := x.start(r, r.gen.Load()); errors.Is(err, errInflight) {
 			x.skippedBusy.Add(1)
 		}
 	}
@@ -231,7 +244,7 @@ func (x *executor) runNow(r *runner) {
 		return
 	}
 	if r.busy.CompareAndSwap(false, true) {
-		if err := x.start(r, r.gen.Load()); errors.Is(err, ErrResourceExhausted) {
+		if err := x.start(r, r.gen.Load()); errors.Is(err, errInflight) {
 			x.skippedBusy.Add(1)
 		}
 	}
@@ -244,7 +257,7 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 	ch := make(chan runResult, 1)
 	if r.busy.CompareAndSwap(false, true) {
 		if err := x.start(r, r.gen.Load()); err != nil {
-			return nil, err
+			return nil, x.inflightError(err)
 		}
 	}
 	a := r.afterRunLocked()

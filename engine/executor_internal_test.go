@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/engine/wheel"
 )
 
 // runEngine runs an engine over store with checkers on a fake clock;
@@ -165,4 +168,76 @@ func TestStepWithoutRun(t *testing.T) {
 	if out.Result != probe.Unknown || out.Message != msgRunCancelled || change != nil || checkers.runs.Load() != 1 {
 		t.Errorf("stale step = %+v, change %v, %d checks; want cancelled, nothing checked or changed", out, change, checkers.runs.Load())
 	}
+}
+
+// TestSkippedFireDoesNotAllocate: a due fire skipped because maxInflight
+// runs are in progress is counted and costs no allocation (the refusal's
+// message, which names the bound, is formatted only for a trigger that
+// reports it). Not parallel: it counts allocations.
+func TestSkippedFireDoesNotAllocate(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	o := Options{MaxInflight: 1, MaxUnwritten: 1, Tick: time.Millisecond, Shards: 1}
+	x := newExecutor(clock, &o, func(context.Context, *runner, uint64) {})
+	x.inflight.Store(1) // the one run allowed is in progress
+	r := &runner{}
+	x.slots = []*runner{r}
+	fires := []wheel.Fire{{ID: 0, Due: x.epoch}}
+	allocs := testing.AllocsPerRun(100, func() { x.dispatch(fires) })
+	if allocs != 0 {
+		t.Errorf("a skipped fire allocates %v times; want 0", allocs)
+	}
+	if got := x.skippedBusy.Load(); got < 100 {
+		t.Errorf("skippedBusy = %d; want every fire counted", got)
+	}
+	if r.busy.Load() {
+		t.Error("the skipped probe stays busy")
+	}
+	if _, err := x.trigger(r); !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 1 probes run at once (--max-inflight)") {
+		t.Errorf("trigger at the bound = %v; want ErrResourceExhausted naming the bound", err)
+	}
+}
+
+// TestIdleWorkersTrimmedWithinASecond: after a burst of runs, the probe
+// goroutines it left idle end within one second of quiet on the engine's
+// clock, down to keepIdleWorkers per CPU.
+func TestIdleWorkersTrimmedWithinASecond(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClock()
+	o := Options{MaxInflight: 1000, MaxUnwritten: 1, Tick: time.Millisecond, Shards: 1}
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	x := newExecutor(clock, &o, func(context.Context, *runner, uint64) {
+		started.Done()
+		<-release
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	x.begin(ctx)
+	t.Cleanup(func() {
+		cancel()
+		x.shutdown()
+	})
+	p := x.pool.Load()
+	const burst = 100
+	started.Add(burst)
+	for range burst {
+		if !p.submit(job{r: &runner{}}) {
+			t.Fatal("submit refused")
+		}
+	}
+	started.Wait()
+	close(release)
+	keep := p.keepIdle
+	waitUntil(t, "the burst's workers idle", func() bool { return p.idle.Load() == min(burst, p.maxIdle) })
+	// One second of quiet, in resizeEvery steps: the wheel's timer and
+	// the resize ticker wait on the clock before each.
+	for range resizeSamples {
+		bctx, bcancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := clock.BlockUntilContext(bctx, 2)
+		bcancel()
+		if err != nil {
+			t.Fatalf("waiting for the wheel's timer and the resize ticker: %v", err)
+		}
+		clock.Advance(resizeEvery)
+	}
+	waitUntil(t, fmt.Sprintf("idle workers down to %d", keep), func() bool { return p.idle.Load() == keep })
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ type feed struct {
 	mu      sync.Mutex
 	rev     uint64                 // last published revision; guarded by mu
 	view    *btree.BTreeG[*Target] // by name; guarded by mu
+	labels  labelIndex             // the view by label; guarded by mu
 	hist    history                // guarded by mu
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
 	closed  error                  // set by close; guarded by mu
@@ -70,6 +72,7 @@ func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
 func newFeed(historyCount, historyBytes int) *feed {
 	return &feed{
 		view:   btree.NewG(32, byName),
+		labels: newLabelIndex(),
 		hist:   newHistory(historyCount, historyBytes),
 		synced: make(map[*Watcher]struct{}),
 
@@ -82,15 +85,31 @@ func (f *feed) restore(st *Stored) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, t := range st.Targets {
-		f.view.ReplaceOrInsert(t)
+		f.put(t)
 	}
 	f.hist.compacted = st.Compacted
 	// Events the bounds drop here are still in the store: they count
-	// towards the next compaction.
+	// towards the next compaction. Their messages are bounded here, once:
+	// the engine bounds what it writes, data of older versions may not be,
+	// and what is published must be valid UTF-8.
 	for _, ev := range st.Events {
-		f.hist.append(ev)
+		ev.Message = probe.BoundMessage(ev.Message)
+		f.shareLabels(&ev)
+		f.hist.append(ev, ev.size())
 	}
 	f.rev = st.Revision
+}
+
+// shareLabels makes a restored event hold its target's label map when
+// the two are equal, instead of a map of its own (the store decodes one
+// per event); events published live share it already. f.mu held.
+func (f *feed) shareLabels(ev *Event) {
+	if len(ev.Labels) == 0 {
+		return
+	}
+	if t, ok := f.view.Get(&Target{Spec: nameOnly(ev.Name)}); ok && maps.Equal(t.Spec.Labels, ev.Labels) {
+		ev.Labels = t.Spec.Labels
+	}
 }
 
 // publish makes durable changes visible: the view, the history and every
@@ -100,13 +119,13 @@ func (f *feed) publish(changes []*Change) {
 	defer f.mu.Unlock()
 	for _, c := range changes {
 		if c.Delete {
-			f.view.Delete(&Target{Spec: c.Target.Spec})
+			f.remove(c.Target.Spec.Name)
 		} else {
-			f.view.ReplaceOrInsert(c.Target)
+			f.put(c.Target)
 		}
-		f.hist.append(c.Event)
-		f.rev = max(f.rev, c.Event.Revision)
 		size := c.Event.size()
+		f.hist.append(c.Event, size)
+		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event, size) {
 				f.evictedLocked(w)
@@ -259,7 +278,21 @@ func (f *feed) byName() map[string]*Target {
 func (f *feed) forget(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.view.Delete(&Target{Spec: nameOnly(name)})
+	f.remove(name)
+}
+
+// put publishes t in the view and the label index. f.mu held.
+func (f *feed) put(t *Target) {
+	old, _ := f.view.ReplaceOrInsert(t)
+	f.labels.replace(old, t)
+}
+
+// remove drops the target named name from the view and the label index.
+// f.mu held.
+func (f *feed) remove(name string) {
+	if old, ok := f.view.Delete(&Target{Spec: nameOnly(name)}); ok {
+		f.labels.replace(old, nil)
+	}
 }
 
 // revision returns the last published revision.
@@ -271,9 +304,18 @@ func (f *feed) revision() uint64 {
 
 // list returns up to limit published targets with a name greater than
 // after that match selector, in name order, and whether there are more.
+// With a selector it visits only the targets of the selector's rarest
+// label (the label index), not the whole view.
 func (f *feed) list(o ListOptions) ([]*Target, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	from := f.view
+	if tr, ok := f.labels.smallest(o.Selector); ok {
+		if tr == nil {
+			return nil, false
+		}
+		from = tr
+	}
 	var out []*Target
 	more := false
 	after := o.After
@@ -300,9 +342,9 @@ func (f *feed) list(o ListOptions) ([]*Target, bool) {
 		return true
 	}
 	if after == "" {
-		f.view.Ascend(visit)
+		from.Ascend(visit)
 	} else {
-		f.view.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
+		from.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
 	}
 	return out, more
 }

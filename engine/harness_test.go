@@ -124,9 +124,9 @@ func (h *harness) restart() {
 }
 
 // idleWaiters is what waits on the fake clock: the one wheel shard's
-// timer (probe timeouts are wheel timers) and the history compaction
-// ticker.
-const idleWaiters = 2
+// timer (probe timeouts are wheel timers), the history compaction ticker
+// and the probe goroutine pool's resize ticker.
+const idleWaiters = 3
 
 // quiesce waits until everything the last clock move started is finished:
 // the wheel has dispatched what was due and parked again, no cancelled run

@@ -7,6 +7,7 @@ import "sort"
 // Not safe for concurrent use; the feed's lock guards it.
 type history struct {
 	buf        []Event // ring; grows to maxCount
+	sizes      []int32 // Event.size of buf's events, computed once on append
 	start, n   int
 	bytes      int
 	maxCount   int
@@ -24,29 +25,31 @@ func (h *history) at(i int) *Event {
 }
 
 // append adds ev (whose revision is greater than every retained one) and
-// drops the oldest events beyond the bounds.
-func (h *history) append(ev Event) {
-	for h.n > 0 && (h.n >= h.maxCount || (h.maxBytes > 0 && h.bytes+ev.size() > h.maxBytes)) {
+// drops the oldest events beyond the bounds. size is ev.size().
+func (h *history) append(ev Event, size int) {
+	for h.n > 0 && (h.n >= h.maxCount || (h.maxBytes > 0 && h.bytes+size > h.maxBytes)) {
 		h.dropOldest()
 	}
 	if h.n == len(h.buf) && (h.start == 0 || len(h.buf) == 0) && len(h.buf) < h.maxCount {
 		// Full but unwrapped and below its bound: grow.
 		h.buf = append(h.buf, ev)
-	} else if h.n == len(h.buf) {
-		// Full and wrapped (only reachable via the byte bound): make room.
-		h.dropOldest()
-		*h.at(h.n) = ev
+		h.sizes = append(h.sizes, int32(size))
 	} else {
-		*h.at(h.n) = ev
+		if h.n == len(h.buf) {
+			// Full and wrapped (only reachable via the byte bound): make room.
+			h.dropOldest()
+		}
+		i := (h.start + h.n) % len(h.buf)
+		h.buf[i], h.sizes[i] = ev, int32(size)
 	}
 	h.n++
-	h.bytes += ev.size()
+	h.bytes += size
 }
 
 func (h *history) dropOldest() {
 	old := h.at(0)
 	h.compacted = old.Revision
-	h.bytes -= old.size()
+	h.bytes -= int(h.sizes[h.start])
 	*old = Event{} // release what it points to
 	h.start = (h.start + 1) % len(h.buf)
 	h.n--

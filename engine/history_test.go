@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/probed/probed/engine/probe"
 )
 
 func revisions(evs []Event) []uint64 {
@@ -16,7 +21,8 @@ func TestHistoryRing(t *testing.T) {
 	t.Parallel()
 	h := newHistory(3, 0)
 	for _, rev := range []uint64{2, 4, 6, 8, 10} { // not contiguous
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	if got := revisions(h.read(nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
 		t.Fatalf("retained %v, want [6 8 10]", got)
@@ -58,7 +64,8 @@ func TestHistoryByteBound(t *testing.T) {
 	one := (&Event{}).size()
 	h := newHistory(100, 3*one)
 	for rev := uint64(1); rev <= 10; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	if h.n != 3 || h.bytes > 3*one {
 		t.Fatalf("kept %d events (%d bytes), want 3 within %d bytes", h.n, h.bytes, 3*one)
@@ -81,12 +88,14 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	one := (&Event{}).size()
 	h := newHistory(100, 2*one)
 	for rev := uint64(1); rev <= 5; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	// Lift the byte bound: the ring must keep order while it grows again.
 	h.maxBytes = 0
 	for rev := uint64(6); rev <= 9; rev++ {
-		h.append(Event{Revision: rev})
+		ev := Event{Revision: rev}
+		h.append(ev, ev.size())
 	}
 	got := revisions(h.read(nil, 0, 100))
 	for i := 1; i < len(got); i++ {
@@ -96,5 +105,49 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	}
 	if got[len(got)-1] != 9 {
 		t.Fatalf("newest = %d, want 9 (%v)", got[len(got)-1], got)
+	}
+}
+
+// TestRestoredMessagesBounded: the messages of stored events are bounded
+// (valid UTF-8, at most probe.MaxMessageBytes) once, when they are
+// loaded, so that nothing that reads the history has to bound them again.
+func TestRestoredMessagesBounded(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	long := strings.Repeat("a", probe.MaxMessageBytes+100)
+	f.restore(&Stored{Revision: 2, Events: []Event{
+		{Revision: 1, Kind: KindTransition, Message: "status: 300 \xf1\xff"},
+		{Revision: 2, Kind: KindTransition, Message: long},
+	}})
+	for _, ev := range f.hist.read(nil, 0, 10) {
+		if !utf8.ValidString(ev.Message) || len(ev.Message) > probe.MaxMessageBytes {
+			t.Errorf("event %d: restored message %.40q… (%d bytes) is not bounded", ev.Revision, ev.Message, len(ev.Message))
+		}
+	}
+}
+
+// TestRestoredEventsShareLabels: a restored event whose labels are its
+// target's holds the target's map, not a copy of its own (the store
+// decodes a map per event); one whose labels differ keeps its own.
+func TestRestoredEventsShareLabels(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	labels := map[string]string{"app": "web"}
+	f.restore(&Stored{Revision: 3, Targets: []*Target{labelled("a", labels)}, Events: []Event{
+		{Revision: 1, Name: "a", Kind: KindTransition, Labels: map[string]string{"app": "web"}},
+		{Revision: 2, Name: "a", Kind: KindTransition, Labels: map[string]string{"app": "old"}},
+		{Revision: 3, Name: "gone", Kind: KindTransition, Labels: map[string]string{"app": "web"}},
+	}})
+	evs := f.hist.read(nil, 0, 10)
+	same := func(m map[string]string) bool {
+		return reflect.ValueOf(m).UnsafePointer() == reflect.ValueOf(labels).UnsafePointer()
+	}
+	for i, want := range []bool{true, false, false} {
+		if got := same(evs[i].Labels); got != want {
+			t.Errorf("event %d (%s, %v): shares the target's map = %v; want %v", evs[i].Revision, evs[i].Name, evs[i].Labels, got, want)
+		}
+	}
+	if evs[1].Labels["app"] != "old" || evs[2].Labels["app"] != "web" {
+		t.Errorf("labels changed: %v, %v", evs[1].Labels, evs[2].Labels)
 	}
 }

@@ -1,33 +1,47 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
 
 // pool runs probe executions on reused goroutines: a run goes to an idle
 // worker when there is one, else to a new worker, so a hanging target never
-// holds up another's run; a worker that finds maxIdle others idle exits, so
-// a burst of hanging probes does not leave thousands of goroutines behind.
-// Reuse matters for cost: a fresh goroutine grows its stack through the
-// HTTP client's call depth on every probe. Workers a burst left idle and
-// that no run needed since are retired by trim, down to keepIdle.
+// holds up another's run. Reuse matters for cost: a fresh goroutine grows
+// its stack through the HTTP client's call depth on every probe. The idle
+// workers kept are sized by demand (resize): keepIdle plus the most runs
+// seen in flight over the last second, at most maxIdle; a worker that
+// finds that many others idle exits, and resize retires the surplus, so
+// goroutines follow the probes in flight back down within a second of a
+// burst rather than staying at the burst's size.
 type pool struct {
 	exec     func(job)
 	work     chan job // unbuffered: a send succeeds only to a waiting worker
 	maxIdle  int32
-	keepIdle int32 // trim leaves this many idle workers
+	keepIdle int32 // resize never bounds idle workers below this
 	idle     atomic.Int32
-	// low is the fewest workers idle since the last trim: that many were
-	// not needed by any run in the meantime.
-	low    atomic.Int32
+	// limit is the idle workers kept now (see resize); it starts at
+	// maxIdle, until the first resize has seen the demand.
+	limit  atomic.Int32
 	retire chan struct{} // unbuffered: a send ends one idle worker
+
+	// demand holds the runs in flight of the last resizeSamples calls of
+	// resize, and next the slot of the next one; only resize's caller
+	// uses them.
+	demand [resizeSamples]int32
+	next   int
 
 	mu      sync.RWMutex // held for reading while spawning, for writing by close
 	stopped bool         // guarded by mu
 	stop    chan struct{}
 	workers sync.WaitGroup
 }
+
+// resizeSamples is how many calls of resize make up the demand the pool
+// is sized by: the executor calls it every resizeEvery, so the last
+// second.
+const resizeSamples = 4
 
 // job is one run of a probe.
 type job struct {
@@ -36,35 +50,30 @@ type job struct {
 }
 
 func newPool(maxIdle, keepIdle int, exec func(job)) *pool {
-	return &pool{
-		exec: exec, work: make(chan job), maxIdle: int32(maxIdle), keepIdle: int32(keepIdle),
+	p := &pool{
+		exec: exec, work: make(chan job), maxIdle: int32(maxIdle), keepIdle: int32(min(keepIdle, maxIdle)),
 		retire: make(chan struct{}), stop: make(chan struct{}),
 	}
+	p.limit.Store(p.maxIdle)
+	return p
 }
 
-// trim ends the idle workers beyond keepIdle that stayed idle since the
-// previous trim (none was needed by a run), and starts the next period.
-// Called periodically, it lets goroutines follow the probes in flight
-// back down after a burst.
-func (p *pool) trim() {
-	defer func() { p.low.Store(p.idle.Load()) }()
-	for surplus := p.low.Load() - p.keepIdle; surplus > 0; surplus-- {
+// resize records inflight, the runs in progress now, and sizes the idle
+// workers by the demand of the last resizeSamples calls: keepIdle plus
+// the most runs seen in flight, at most maxIdle. Idle workers beyond it
+// are ended now (those about to be idle end by themselves). Called
+// periodically from one goroutine.
+func (p *pool) resize(inflight int64) {
+	p.demand[p.next] = int32(min(inflight, int64(p.maxIdle)))
+	p.next = (p.next + 1) % len(p.demand)
+	limit := min(p.keepIdle+slices.Max(p.demand[:]), p.maxIdle)
+	p.limit.Store(limit)
+	for p.idle.Load() > limit {
 		select {
 		case p.retire <- struct{}{}:
-			p.idle.Add(-1) // here, so that the next period starts from the right count
+			p.idle.Add(-1) // here, so that the loop sees the right count
 		default:
-			return // fewer idle now: they are working
-		}
-	}
-}
-
-// taken records that an idle worker took a run.
-func (p *pool) taken() {
-	n := p.idle.Add(-1)
-	for {
-		low := p.low.Load()
-		if n >= low || p.low.CompareAndSwap(low, n) {
-			return
+			return // the idle ones are not waiting yet, or took work: next time
 		}
 	}
 }
@@ -91,14 +100,14 @@ func (p *pool) worker(j job) {
 	defer p.workers.Done()
 	for {
 		p.exec(j)
-		if p.idle.Add(1) > p.maxIdle {
+		if p.idle.Add(1) > p.limit.Load() {
 			p.idle.Add(-1)
 			return
 		}
 		select {
 		case j = <-p.work:
-			p.taken()
-		case <-p.retire: // trim counted it
+			p.idle.Add(-1)
+		case <-p.retire: // resize counted it
 			return
 		case <-p.stop:
 			p.idle.Add(-1)

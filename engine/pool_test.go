@@ -41,21 +41,19 @@ func TestPoolReusesWorkersAndCloses(t *testing.T) {
 	}
 }
 
-// TestPoolTrimEndsWorkersABurstLeftIdle: a burst of 10 concurrent runs
-// leaves 10 idle workers; the first trim after it retires none (the burst
-// needed them all), the second retires those beyond keepIdle that no run
-// needed in between, and a run in between keeps its worker.
-func TestPoolTrimEndsWorkersABurstLeftIdle(t *testing.T) {
+// TestPoolSizedByDemand: a burst of 10 concurrent runs leaves 10 idle
+// workers; resize keeps keepIdle plus the most runs seen in flight over
+// its last resizeSamples calls (a second of the executor's), so the idle
+// workers follow the demand down within those calls, never below
+// keepIdle, and a worker finishing beyond the bound exits.
+func TestPoolSizedByDemand(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var started sync.WaitGroup
-	ran := make(chan struct{}, 1)
 	p := newPool(256, 2, func(j job) {
 		if j.gen == 1 {
 			started.Done()
 			<-release
-		} else {
-			ran <- struct{}{}
 		}
 	})
 	defer p.close()
@@ -64,7 +62,6 @@ func TestPoolTrimEndsWorkersABurstLeftIdle(t *testing.T) {
 		p.submit(job{gen: 1})
 	}
 	started.Wait()
-	close(release)
 	waitIdle := func(want int32) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); p.idle.Load() != want; {
@@ -74,16 +71,28 @@ func TestPoolTrimEndsWorkersABurstLeftIdle(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	p.resize(10) // the burst in flight
+	close(release)
+	waitIdle(10) // 10 ≤ keepIdle 2 + 10
+	p.resize(3)
+	waitIdle(10) // the burst is still within the last resizeSamples calls
+	p.resize(0)
+	p.resize(0)
 	waitIdle(10)
-	p.trim() // the burst needed every worker since the start
-	waitIdle(10)
-	p.submit(job{gen: 2}) // one run between the trims: 9 stayed idle throughout
-	<-ran
-	waitIdle(10)
-	p.trim()
-	waitIdle(3) // 9 − keepIdle 2 = 7 retired
-	p.trim()
-	waitIdle(2)
-	p.trim()
+	p.resize(0) // the burst's sample is gone: 3 in flight is the most seen
+	waitIdle(5)
+	p.resize(0)
+	waitIdle(2) // a quiet second: keepIdle
+	p.resize(0)
 	waitIdle(2) // never below keepIdle
+
+	// A worker finishing beyond the bound exits rather than idling.
+	started.Add(4)
+	release = make(chan struct{})
+	for range 4 {
+		p.submit(job{gen: 1})
+	}
+	started.Wait()
+	close(release)
+	waitIdle(2)
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/probed/probed/engine/probe"
 )
 
 // Over a SharedStore the view can fall behind the store's history: a
@@ -94,8 +96,9 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.view.Clear(false)
+	f.labels = newLabelIndex()
 	for _, t := range st.Targets {
-		f.view.ReplaceOrInsert(t)
+		f.put(t)
 	}
 	hist := newHistory(f.hist.maxCount, f.hist.maxBytes)
 	hist.compacted = max(st.Compacted, f.rev)
@@ -106,7 +109,9 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
 	}
 	for _, ev := range st.Events {
 		if ev.Revision > hist.compacted {
-			hist.append(ev)
+			ev.Message = probe.BoundMessage(ev.Message) // as restore does
+			f.shareLabels(&ev)
+			hist.append(ev, ev.size())
 		}
 	}
 	f.hist = hist

@@ -277,7 +277,7 @@ func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStat
 		HasInitialized:       p.HasInitialized,
 		LastProbeTime:        timestamp(p.LastProbeTime),
 		LastTransitionTime:   timestamp(p.LastTransitionTime),
-		LastMessage:          probe.BoundMessage(p.LastMessage),
+		LastMessage:          p.LastMessage, // bounded by the engine
 		LastLatency:          duration(p.LastLatency),
 		ProbesTotal:          p.ProbesTotal,
 	}
@@ -310,7 +310,7 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 		Time:     timestamp(ev.Time),
 		Name:     ev.Name,
 		Kind:     toAPI(eventKinds, ev.Kind),
-		Message:  probe.BoundMessage(ev.Message), // the engine bounds it; data of older versions may not be
+		Message:  ev.Message, // bounded by the engine, and by the store's codec when loaded
 		Reason:   ev.Reason,
 		Started:  ev.Started,
 		Ready:    ev.Ready,
@@ -330,7 +330,7 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 }
 
 func fromOutcome(o probe.Outcome, at time.Time) *probev1.Outcome {
-	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: probe.BoundMessage(o.Message), Latency: duration(o.Latency), Time: timestamp(at)}
+	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {

@@ -308,7 +308,7 @@ func TestWatchProgressNotifyAndCompaction(t *testing.T) {
 	for s.Engine.Stats().Watchers == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	if err := clock.BlockUntilContext(bctx, 3); err != nil { // wheel, compaction ticker, progress timer
+	if err := clock.BlockUntilContext(bctx, 4); err != nil { // wheel, compaction ticker, pool resize ticker, progress timer
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Second)

@@ -193,6 +193,11 @@ func TestTinyRuns(t *testing.T) {
 				"list.pages", "restart_seconds", "restarted.goroutines"},
 		},
 		{
+			name:     "restart",
+			args:     []string{"restart", "--targets=6", "--period=200ms", "--rounds=2", "--json", "--probed-bin=" + bin + "," + bin},
+			wantKeys: []string{"targets", "data_bytes", "runs", "load_average"},
+		},
+		{
 			name: "coldstart",
 			args: []string{"coldstart", "--runs=1", "--start-delay=20ms", "--period=50ms", "--compare=100ms,1s", "--json",
 				"--probed-bin=" + bin, "--svg=" + filepath.Join(svgDir, "coldstart.svg")},

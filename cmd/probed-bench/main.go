@@ -12,6 +12,7 @@
 //	e2e         a real probed's CPU per HTTP probe, keep-alive vs kubelet style vs a bare client
 //	coldstart   readiness detection latency, pod start to ready event at a Watch client
 //	scale       a real probed holding N targets: registrations/s, RSS, goroutines, restart, list
+//	restart     restart to serving on copies of one data set, several binaries alternated
 //	cluster     probed replicas over etcd: failover, transitions/s, registrations/s, Watch delay, probes/s
 package main
 
@@ -43,6 +44,7 @@ var commands = []command{
 	{name: "e2e", summary: "real probed over loopback HTTP targets: CPU per probe vs kubelet style and a bare client", run: runE2E},
 	{name: "coldstart", summary: "readiness detection latency: pod start -> ready event at a Watch client", run: runColdStart},
 	{name: "scale", summary: "a real probed holding N targets: registrations/s, RSS and goroutines per target, restart, list", run: runScale},
+	{name: "restart", summary: "restart to serving of a real probed on a copy of one data set, binaries alternated", run: runRestart},
 	{name: "cluster", summary: "probed replicas over etcd: failover, transitions/s, registrations/s, Watch delay, probes/s vs one process", run: runCluster},
 	{name: e2eTargetsCommand, run: runE2ETargets},
 	{name: e2eFloorCommand, run: runE2EFloor},

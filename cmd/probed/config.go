@@ -41,7 +41,8 @@ type config struct {
 	logLevel     slog.Level
 	logFormat    string
 	allowExec    bool
-	subreaper    bool // --subreaper: reap exec probes' leftovers also when not PID 1
+	subreaper    bool   // --subreaper: reap exec probes' leftovers also when not PID 1
+	grpcConns    string // --grpc-probe-connections
 	history      int
 	historyBytes int
 	watchBuffer  int
@@ -79,6 +80,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.allowExec, "allow-exec", false, "allow exec probes (they run commands on this host on a remote client's request)")
 	fs.BoolVar(&c.subreaper, "subreaper", false, "with --allow-exec, become a child subreaper and reap the processes exec probes leave behind (always on when probed is PID 1, as in a container)")
+	fs.StringVar(&c.grpcConns, "grpc-probe-connections", "kept", "how gRPC probes connect: kept (one connection per address and TLS settings, shared by the probes of it) or per-probe (a connection per probe, as kubelet)")
 	fs.IntVar(&c.history, "history", engine.DefaultHistory, "events retained for Watch resumption")
 	fs.IntVar(&c.historyBytes, "history-bytes", engine.DefaultHistoryBytes, "bytes of events retained (estimated)")
 	fs.IntVar(&c.watchBuffer, "watch-buffer", engine.DefaultWatchBuffer, "live events a watcher may have pending before it is ended as too slow")
@@ -120,6 +122,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	switch {
 	case c.logFormat != "text" && c.logFormat != "json":
 		return nil, fmt.Errorf("--log-format %q: must be text or json", c.logFormat)
+	case c.grpcConns != "kept" && c.grpcConns != "per-probe":
+		return nil, fmt.Errorf("--grpc-probe-connections %q: must be kept or per-probe", c.grpcConns)
 	case c.minPeriod <= 0:
 		return nil, fmt.Errorf("--min-period %v: must be positive", c.minPeriod)
 	case c.minTimeout <= 0:

@@ -24,6 +24,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad log format", args: []string{"--log-format=xml"}, wantErr: "--log-format"},
 		{name: "zero floor", args: []string{"--min-period=0s"}, wantErr: "--min-period"},
 		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments: serve"},
+		{name: "gRPC probes per probe", args: []string{"--grpc-probe-connections=per-probe"}},
+		{name: "bad gRPC probe connections", args: []string{"--grpc-probe-connections=pooled"}, wantErr: "--grpc-probe-connections"},
 		{name: "telemetry all set", args: []string{"--metrics-addr=127.0.0.1:9999", "--metrics-target-label", "--trace-ratio=0.5", "--trace-propagate", "--pprof"}},
 		{name: "pprof without a metrics listener", args: []string{"--metrics-addr=", "--pprof"}, wantErr: "--pprof"},
 		{name: "metrics off", args: []string{"--metrics-addr="}},

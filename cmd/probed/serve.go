@@ -68,7 +68,10 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		}
 		defer stopReaper()
 	}
-	checkOpts := check.Options{UserAgent: "probed/" + buildVersion(), AllowExec: cfg.allowExec, Inject: tel.inject()}
+	checkOpts := check.Options{
+		UserAgent: "probed/" + buildVersion(), AllowExec: cfg.allowExec, Inject: tel.inject(),
+		GRPCDialPerProbe: cfg.grpcConns == "per-probe",
+	}
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,

@@ -3,6 +3,9 @@ package codec
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/probed/probed/engine"
 	storagev1 "github.com/probed/probed/proto/probed/storage/v1"
 )
@@ -24,6 +27,20 @@ func MarshalBatch(changes []*engine.Change) ([]byte, error) {
 		m.Changes[i] = bc
 	}
 	return marshal(m)
+}
+
+// BatchChangeSize returns the bytes c adds to a value of MarshalBatch
+// (its entry, tag and length included), computed without encoding it. The
+// entry holds c's status, and its spec when c writes one, so it also
+// bounds the values of MarshalStatus and MarshalSpec of c's target but
+// for their version bytes and the status's revision.
+func BatchChangeSize(c *engine.Change) (int, error) {
+	m, err := batchChangeToProto(c)
+	if err != nil {
+		return 0, fmt.Errorf("change %q: %w", c.Name, err)
+	}
+	n := proto.MarshalOptions{Deterministic: true}.Size(m)
+	return 1 + protowire.SizeVarint(uint64(n)) + n, nil
 }
 
 // UnmarshalBatch decodes a value of MarshalBatch. Revisions are zero (the

@@ -27,27 +27,34 @@ func (s *Store) BatchLimits() (changes, bytes int) {
 
 // ChangeBytes is what c adds to a transaction: its spec and status
 // (encoded) and their keys, its share of P/events, and the compare that
-// guards it.
+// guards it. It is called under the engine's committer lock, so it
+// encodes nothing: c's entry in P/events is sized (codec.BatchChangeSize)
+// and, as that entry holds c's status and spec, it also bounds their
+// values (valueOverhead: their version bytes and the status's revision).
 func (s *Store) ChangeBytes(c *engine.Change) int {
+	entry := encodedSize(codec.BatchChangeSize(c))
 	n := len(s.keys.spec(c.Name)) + opOverhead // its compare
 	if c.Delete {
 		n += 2 * (len(s.keys.spec(c.Name)) + opOverhead)
 	} else if c.Target != nil {
-		st := c.Target.Status
-		st.Revision = MaxBatch - 1 // the stored revision is an index: at most 2 bytes
-		n += len(s.keys.status(c.Name)) + encodedSize(codec.MarshalStatus(&st)) + opOverhead
+		n += len(s.keys.status(c.Name)) + opOverhead + entry + valueOverhead
 		if c.SpecChanged && c.Target.Spec != nil {
-			n += len(s.keys.spec(c.Name)) + encodedSize(codec.MarshalSpec(c.Target.Spec)) + opOverhead
+			n += len(s.keys.spec(c.Name)) + opOverhead
 		}
 	}
-	return n + encodedSize(codec.MarshalBatch([]*engine.Change{c}))
+	return n + entry
 }
 
-// encodedSize is len(b), or more than a batch may hold when the value
-// cannot be encoded (Commit then says why).
-func encodedSize(b []byte, err error) int {
+// valueOverhead is what a change's status and spec values hold beyond
+// its entry in P/events: a version byte each, and the status's revision
+// (an index below MaxBatch: a tag and at most 2 bytes).
+const valueOverhead = 2 + 3
+
+// encodedSize is n, or more than a batch may hold when the value cannot
+// be encoded (Commit then says why).
+func encodedSize(n int, err error) int {
 	if err != nil {
 		return maxBytes + 1
 	}
-	return len(b)
+	return n
 }

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"github.com/google/btree"
+)
+
+// labelIndex holds the published targets by label: for each label (key
+// and value) the targets carrying it, in name order, so that a list with
+// a label selector visits the targets of its rarest label rather than the
+// whole registry. Not safe for concurrent use; the feed's lock guards it.
+type labelIndex struct {
+	byLabel map[label]*btree.BTreeG[*Target]
+	// free is shared by every label's tree: a tree of its own would
+	// allocate a free list per label, and many labels have one target.
+	free *btree.FreeListG[*Target]
+}
+
+// label is one key and value of a target's labels.
+type label struct{ key, value string }
+
+// labelDegree keeps a label's tree small: most labels have few targets.
+const labelDegree = 4
+
+func newLabelIndex() labelIndex {
+	return labelIndex{byLabel: make(map[label]*btree.BTreeG[*Target]), free: btree.NewFreeListG[*Target](btree.DefaultFreeListSize)}
+}
+
+// replace records that the published target named like t is now t (old
+// before, nil when it is new; t nil when it is gone).
+func (x *labelIndex) replace(old, t *Target) {
+	if old != nil {
+		for k, v := range old.Spec.Labels {
+			if t != nil {
+				if nv, ok := t.Spec.Labels[k]; ok && nv == v {
+					continue // kept: replaced below
+				}
+			}
+			l := label{k, v}
+			if tr := x.byLabel[l]; tr != nil {
+				tr.Delete(old)
+				if tr.Len() == 0 {
+					delete(x.byLabel, l)
+				}
+			}
+		}
+	}
+	if t == nil {
+		return
+	}
+	for k, v := range t.Spec.Labels {
+		l := label{k, v}
+		tr := x.byLabel[l]
+		if tr == nil {
+			tr = btree.NewWithFreeListG(labelDegree, byName, x.free)
+			x.byLabel[l] = tr
+		}
+		tr.ReplaceOrInsert(t)
+	}
+}
+
+// smallest returns the tree of the selector's label with the fewest
+// targets; ok is false when the selector is empty. A nil tree with ok
+// means a label no target has: nothing matches.
+func (x *labelIndex) smallest(selector map[string]string) (tr *btree.BTreeG[*Target], ok bool) {
+	for k, v := range selector {
+		t := x.byLabel[label{k, v}]
+		if t == nil {
+			return nil, true
+		}
+		if tr == nil || t.Len() < tr.Len() {
+			tr = t
+		}
+	}
+	return tr, tr != nil
+}
