@@ -149,6 +149,9 @@ type ListOptions struct {
 	// Labels, when not empty, selects the targets whose labels include all
 	// of them.
 	Labels map[string]string
+	// Namespace, when set, selects the targets of that namespace (names
+	// "NAMESPACE/...").
+	Namespace string
 }
 
 // List returns one page of targets in name order and the token of the
@@ -158,6 +161,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (targets []*probev1
 		PageSize:      opts.PageSize,
 		PageToken:     opts.PageToken,
 		LabelSelector: opts.Labels,
+		Namespace:     opts.Namespace,
 	})
 	if err != nil {
 		return nil, "", fromStatus(err)
@@ -170,8 +174,14 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (targets []*probev1
 // separate reads: a target created or deleted meanwhile may be missed or
 // listed as it was.
 func (c *Client) ListAll(ctx context.Context, labels map[string]string) ([]*probev1.Target, error) {
+	return c.ListAllOf(ctx, ListOptions{Labels: labels})
+}
+
+// ListAllOf is ListAll of the targets opts selects (its Labels and
+// Namespace; its page fields are ignored).
+func (c *Client) ListAllOf(ctx context.Context, opts ListOptions) ([]*probev1.Target, error) {
 	var all []*probev1.Target
-	opts := ListOptions{PageSize: 1000, Labels: labels}
+	opts.PageSize, opts.PageToken = 1000, ""
 	for {
 		page, next, err := c.List(ctx, opts)
 		if err != nil {

@@ -29,6 +29,7 @@ type watchOptions struct {
 	names      []string
 	labels     map[string]string
 	kinds      []probev1.EventKind
+	namespace  string
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	onState    func(WatchState)
@@ -57,6 +58,12 @@ func WithLabels(labels map[string]string) WatchOption {
 // always sent.
 func WithKinds(kinds ...probev1.EventKind) WatchOption {
 	return func(o *watchOptions) { o.kinds = append(o.kinds, kinds...) }
+}
+
+// WithNamespace limits the watch to the targets of one namespace (names
+// "NAMESPACE/...").
+func WithNamespace(namespace string) WatchOption {
+	return func(o *watchOptions) { o.namespace = namespace }
 }
 
 // WithBackoff sets the bounds of the jittered exponential delay between
@@ -227,6 +234,7 @@ func (w *watchStream) stream(ctx context.Context) (received bool, err error) {
 	st, err := w.svc.Watch(sctx, &probev1.WatchRequest{
 		SinceRevision: w.next,
 		Names:         w.opts.names,
+		Namespace:     w.opts.namespace,
 		LabelSelector: w.opts.labels,
 		Kinds:         w.opts.kinds,
 	})

@@ -255,19 +255,28 @@ func (f *feed) revision() uint64 {
 
 // list returns up to limit published targets with a name greater than
 // after that match selector, in name order, and whether there are more.
-func (f *feed) list(after string, limit int, selector map[string]string) ([]*Target, bool) {
+func (f *feed) list(o ListOptions) ([]*Target, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*Target
 	more := false
+	after := o.After
+	if after == "" && o.Namespace != "" {
+		after = o.Namespace + "/" // sorts before every name of the namespace
+	}
 	visit := func(t *Target) bool {
-		if t.Spec.Name == after && after != "" {
+		name := t.Spec.Name
+		if name == o.After && o.After != "" {
 			return true
 		}
-		if !matchLabels(t.Spec.Labels, selector) {
+		if o.Namespace != "" && !inNamespace(name, o.Namespace) {
+			// Names of the namespace are contiguous: past them, stop.
+			return name < o.Namespace+"/"
+		}
+		if !matchLabels(t.Spec.Labels, o.Selector) || (o.Visible != nil && !o.Visible(name)) {
 			return true
 		}
-		if len(out) == limit {
+		if len(out) == o.Limit {
 			more = true
 			return false
 		}
@@ -347,4 +356,10 @@ func matchLabels(labels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// inNamespace reports whether name is in namespace ns ("NS/..."); every
+// name is in the namespace "".
+func inNamespace(name, ns string) bool {
+	return ns == "" || (len(name) > len(ns) && name[len(ns)] == '/' && name[:len(ns)] == ns)
 }

@@ -260,6 +260,11 @@ type ListOptions struct {
 	After    string
 	Limit    int
 	Selector map[string]string
+	// Namespace, when set: only targets named "Namespace/...".
+	Namespace string
+	// Visible, when set: only targets it returns true for (the caller's
+	// read permission); called with the feed's lock held.
+	Visible func(name string) bool
 }
 
 // List returns published targets in name order and whether more follow.
@@ -267,7 +272,7 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, false, err
 	}
-	ts, more := e.feed.list(o.After, o.Limit, o.Selector)
+	ts, more := e.feed.list(o)
 	for i, t := range ts {
 		ts[i] = e.withLive(t)
 	}

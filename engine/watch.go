@@ -19,6 +19,14 @@ type WatchOptions struct {
 	// Kinds, when not empty, limits events to these kinds (snapshots are
 	// always sent).
 	Kinds []EventKind
+	// Namespace, when set, limits events to the targets named
+	// "Namespace/...".
+	Namespace string
+	// Visible, when set, limits events (snapshot, replay and live) to the
+	// targets it returns true for (the caller's read permission). It is
+	// called with the feed's lock held: it must be fast and must not call
+	// the engine.
+	Visible func(name string) bool
 	// Buffer is how many live events may wait for the client before the
 	// watcher is ended as too slow; 0 means the engine's default.
 	Buffer int
@@ -70,9 +78,11 @@ type Watcher struct {
 }
 
 type watchFilter struct {
-	names    map[string]struct{}
-	selector map[string]string
-	kinds    map[EventKind]struct{}
+	names     map[string]struct{}
+	selector  map[string]string
+	kinds     map[EventKind]struct{}
+	namespace string
+	visible   func(name string) bool
 }
 
 func newWatchFilter(o WatchOptions) watchFilter {
@@ -86,6 +96,7 @@ func newWatchFilter(o WatchOptions) watchFilter {
 	if len(o.Selector) > 0 {
 		f.selector = o.Selector
 	}
+	f.namespace, f.visible = o.Namespace, o.Visible
 	if len(o.Kinds) > 0 {
 		f.kinds = make(map[EventKind]struct{}, len(o.Kinds))
 		for _, k := range o.Kinds {
@@ -96,6 +107,9 @@ func newWatchFilter(o WatchOptions) watchFilter {
 }
 
 func (f *watchFilter) matchTarget(name string, labels map[string]string) bool {
+	if !inNamespace(name, f.namespace) || (f.visible != nil && !f.visible(name)) {
+		return false
+	}
 	if f.names != nil {
 		if _, ok := f.names[name]; !ok {
 			return false

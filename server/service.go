@@ -63,10 +63,13 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	for k, v := range req.GetLabelSelector() {
 		errs = append(errs, target.ValidateLabel(field.NewPath("labelSelector").Key(k), k, v)...)
 	}
+	errs = append(errs, validateNamespace(field.NewPath("namespace"), req.GetNamespace())...)
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
-	ts, more, err := s.engine.List(ctx, listOptions(after, size, req.GetLabelSelector()))
+	opts := listOptions(after, size, req.GetLabelSelector())
+	opts.Namespace = req.GetNamespace()
+	ts, more, err := s.engine.List(ctx, opts)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -171,6 +174,18 @@ func nameErrors(name string) field.List {
 }
 
 func validateName(name string) error { return nameErrors(name).Err() }
+
+// validateNamespace checks a namespace filter: empty, or a namespace as
+// in a NAMESPACE/NAME target name.
+func validateNamespace(path *field.Path, ns string) field.List {
+	if ns == "" {
+		return nil
+	}
+	if errs := target.ValidateName(path, ns+"/x"); len(errs) > 0 {
+		return field.List{field.Invalid(path, ns, "a namespace must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character")}
+	}
+	return nil
+}
 
 // seconds converts n seconds to a Duration, saturating rather than
 // wrapping around.

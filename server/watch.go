@@ -62,8 +62,8 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 }
 
 func watchOptions(req *probev1.WatchRequest) (engine.WatchOptions, error) {
-	opts := engine.WatchOptions{Since: req.GetSinceRevision(), Names: req.GetNames(), Selector: req.GetLabelSelector()}
-	var errs field.List
+	opts := engine.WatchOptions{Since: req.GetSinceRevision(), Names: req.GetNames(), Selector: req.GetLabelSelector(), Namespace: req.GetNamespace()}
+	errs := validateNamespace(field.NewPath("namespace"), req.GetNamespace())
 	for i, n := range req.GetNames() {
 		errs = append(errs, target.ValidateName(field.NewPath("names").Index(i), n)...)
 	}

@@ -55,6 +55,9 @@ target the server rejects is reported, and the others are still applied.`,
 			if err != nil {
 				return err
 			}
+			if err := o.qualifySpecs(specs); err != nil {
+				return err
+			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				return apply(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output, specs)
 			})
@@ -232,4 +235,20 @@ func specFiles(path string) ([]string, error) {
 		return nil, fmt.Errorf("%s: no %s file in this directory", path, strings.Join(specExtensions, ", "))
 	}
 	return paths, nil
+}
+
+// qualifySpecs puts the names of specs in the namespace of -n (see
+// qualify); a spec named in another namespace is an error, as in kubectl.
+func (o *rootOptions) qualifySpecs(specs []spec) error {
+	if o.namespace == "" {
+		return nil
+	}
+	for _, sp := range specs {
+		name := sp.target.GetName()
+		if ns, _, ok := strings.Cut(name, "/"); ok && ns != o.namespace {
+			return &usageError{fmt.Errorf("%s: target %q is not in namespace %q (-n)", sp.source, name, o.namespace)}
+		}
+		sp.target.Name = o.qualify(name)
+	}
+	return nil
 }

@@ -34,7 +34,7 @@ a target already terminating.`,
 				return &usageError{fmt.Errorf("--grace-period %d: must be -1 (the target's own) or at least 0", grace)}
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Delete(ctx, args[0], opts...)
+				t, err := c.Delete(ctx, o.qualify(args[0]), opts...)
 				if err != nil {
 					return err
 				}

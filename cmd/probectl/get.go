@@ -17,7 +17,7 @@ func newGetCommand(o *rootOptions) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Get(ctx, args[0])
+				t, err := c.Get(ctx, o.qualify(args[0]))
 				if err != nil {
 					return err
 				}

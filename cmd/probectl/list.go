@@ -24,7 +24,7 @@ func newListCommand(o *rootOptions) *cobra.Command {
 				return err
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				targets, err := c.ListAll(ctx, labels)
+				targets, err := c.ListAllOf(ctx, client.ListOptions{Labels: labels, Namespace: o.namespace})
 				if err != nil {
 					return err
 				}

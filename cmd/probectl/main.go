@@ -89,6 +89,7 @@ type rootOptions struct {
 	keyFile   string
 	tokenFile string
 	output    string
+	namespace string
 
 	// now is the clock used for ages; tests replace it.
 	now func() time.Time
@@ -141,6 +142,7 @@ a target to become ready.`,
 	f.StringVar(&o.keyFile, "key", "", "PEM file of the client certificate's key")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token sent with every call")
 	f.StringVarP(&o.output, "output", "o", outputTable, "output format: table, wide (list and get: more columns), json or yaml")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace: a NAME without '/' means NAMESPACE/NAME, and list and watch show only the namespace's targets")
 
 	root.AddCommand(
 		newApplyCommand(o),
@@ -155,6 +157,15 @@ a target to become ready.`,
 	)
 	markUsageErrors(root)
 	return root
+}
+
+// qualify returns name in the namespace of -n: NAMESPACE/NAME for a
+// name without '/', the name itself otherwise (or without -n).
+func (o *rootOptions) qualify(name string) string {
+	if o.namespace == "" || strings.Contains(name, "/") {
+		return name
+	}
+	return o.namespace + "/" + name
 }
 
 // dial connects to probed as the global flags say. The caller must Close

@@ -20,7 +20,7 @@ startup probe runs again.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Reset(ctx, args[0])
+				t, err := c.Reset(ctx, o.qualify(args[0]))
 				if err != nil {
 					return err
 				}

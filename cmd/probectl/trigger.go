@@ -33,7 +33,7 @@ it waits for the running one instead of starting a second. Without
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if typ == probev1.ProbeType_PROBE_TYPE_UNSPECIFIED {
-					t, err := c.Get(ctx, args[0])
+					t, err := c.Get(ctx, o.qualify(args[0]))
 					if err != nil {
 						return err
 					}
@@ -41,7 +41,7 @@ it waits for the running one instead of starting a second. Without
 						return err
 					}
 				}
-				resp, err := c.Trigger(ctx, args[0], typ)
+				resp, err := c.Trigger(ctx, o.qualify(args[0]), typ)
 				if err != nil {
 					return err
 				}

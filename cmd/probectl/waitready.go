@@ -25,7 +25,7 @@ is lost while waiting, it reconnects and says so on stderr.`,
 		Example: `  probectl wait-ready page --timeout 10s && echo "page is ready"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
+			name := o.qualify(args[0])
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				// As list does: an unreachable probed or an unknown target
 				// is an error at once, not after the timeout.

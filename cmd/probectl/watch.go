@@ -40,7 +40,10 @@ terminating, deleted. -o json prints one JSON event per line.`,
 			if err != nil {
 				return err
 			}
-			opts := []client.WatchOption{client.WithSince(since), client.WithLabels(labels), client.WithKinds(ks...)}
+			opts := []client.WatchOption{client.WithSince(since), client.WithLabels(labels), client.WithKinds(ks...), client.WithNamespace(o.namespace)}
+			for i, n := range names {
+				names[i] = o.qualify(n)
+			}
 			if len(names) > 0 {
 				opts = append(opts, client.WithNames(names...))
 			}

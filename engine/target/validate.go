@@ -21,9 +21,15 @@ type Options struct {
 	AllowExec  bool
 }
 
-// Limits on names and labels.
+// Limits on names and labels. A name is a DNS-1123 label of at most
+// MaxLabelNameBytes, or NAMESPACE/NAME: a DNS-1123 label of at most
+// MaxNamespaceBytes, '/', and a DNS-1123 subdomain of at most
+// MaxSubdomainBytes (a Kubernetes pod name), MaxNameBytes in all.
 const (
-	MaxNameBytes       = 63
+	MaxLabelNameBytes  = 63
+	MaxNamespaceBytes  = 63
+	MaxSubdomainBytes  = 253
+	MaxNameBytes       = MaxNamespaceBytes + 1 + MaxSubdomainBytes
 	MaxLabels          = 64
 	MaxLabelValueBytes = 63
 	maxLabelNameBytes  = 63
@@ -98,18 +104,46 @@ func (s *Spec) validateLifecycle(path *field.Path, allowZero bool) field.List {
 }
 
 // ValidateName checks a target name: a DNS-1123 label (lower-case
-// alphanumerics and '-', starting and ending with an alphanumeric), at most
-// 63 characters.
+// alphanumerics and '-', starting and ending with an alphanumeric) of at
+// most 63 characters, or a namespaced name NAMESPACE/NAME, NAMESPACE such
+// a label and NAME a DNS-1123 subdomain (labels joined by '.') of at most
+// 253 characters.
 func ValidateName(path *field.Path, name string) field.List {
-	switch {
-	case name == "":
+	if name == "" {
 		return field.List{field.Required(path, "a name is required")}
+	}
+	ns, local, namespaced := strings.Cut(name, "/")
+	if !namespaced {
+		return validateLabelName(path, name, MaxLabelNameBytes)
+	}
+	switch {
 	case len(name) > MaxNameBytes:
 		return field.List{field.TooLong(path, MaxNameBytes)}
-	case !dns1123Label.MatchString(name):
-		return field.List{field.Invalid(path, name, "a DNS-1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')")}
+	case ns == "" || len(ns) > MaxNamespaceBytes || !dns1123Label.MatchString(ns):
+		return field.List{field.Invalid(path, name, "the namespace of a NAMESPACE/NAME name must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character (e.g. 'team-a/web')")}
+	case local == "" || len(local) > MaxSubdomainBytes || !dns1123Subdomain.MatchString(local):
+		return field.List{field.Invalid(path, name, "the NAME of a NAMESPACE/NAME name must be a DNS-1123 subdomain: at most 253 lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character (e.g. 'team-a/web-0.eu')")}
 	}
 	return nil
+}
+
+func validateLabelName(path *field.Path, name string, limit int) field.List {
+	switch {
+	case len(name) > limit:
+		return field.List{field.TooLong(path, limit)}
+	case !dns1123Label.MatchString(name):
+		return field.List{field.Invalid(path, name, "a DNS-1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc'), optionally after a namespace and '/' (e.g. 'team-a/web-0.eu')")}
+	}
+	return nil
+}
+
+// Namespace returns the namespace of a name ("" for a name without one).
+func Namespace(name string) string {
+	ns, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return ""
+	}
+	return ns
 }
 
 func validateLabels(path *field.Path, labels map[string]string) field.List {

@@ -371,8 +371,12 @@ func (EventKind) EnumDescriptor() ([]byte, []int) {
 // Target is something probed: a container, a backend, a process.
 type Target struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unique name, a DNS-1123 label: lower-case alphanumerics and '-', at most
-	// 63 characters, starting and ending with an alphanumeric.
+	// Unique name: either a DNS-1123 label (lower-case alphanumerics and '-',
+	// at most 63 characters, starting and ending with an alphanumeric), or a
+	// namespaced name NAMESPACE/NAME, where NAMESPACE is a DNS-1123 label and
+	// NAME a DNS-1123 subdomain (dot-separated DNS-1123 labels, at most 253
+	// characters, as a Kubernetes pod name), e.g. "team-a/web-0.eu".
+	// Every call that takes a name takes both forms.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Labels select targets in List and Watch.
 	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -387,7 +391,10 @@ type Target struct {
 	// Upper bound of the preStop hook, in seconds. Defaults to 30.
 	TerminationGracePeriodSeconds *int64 `protobuf:"varint,7,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
 	// Output only; ignored on input.
-	Status        *TargetStatus `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`
+	Status *TargetStatus `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`
+	// Output only: the owner (set name) of ApplyTargets that manages this
+	// target; empty for a target created by CreateTarget.
+	Owner         string `protobuf:"bytes,9,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +483,13 @@ func (x *Target) GetStatus() *TargetStatus {
 		return x.Status
 	}
 	return nil
+}
+
+func (x *Target) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // Probe describes one health check and its timing. Every duration is its
@@ -1873,6 +1887,8 @@ type ListTargetsRequest struct {
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only targets whose labels include all of these.
 	LabelSelector map[string]string `protobuf:"bytes,3,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only targets of this namespace (names "NAMESPACE/..."); all when empty.
+	Namespace     string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1926,6 +1942,13 @@ func (x *ListTargetsRequest) GetLabelSelector() map[string]string {
 		return x.LabelSelector
 	}
 	return nil
+}
+
+func (x *ListTargetsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 type ListTargetsResponse struct {
@@ -2541,7 +2564,9 @@ type WatchRequest struct {
 	// Only targets whose labels include all of these.
 	LabelSelector map[string]string `protobuf:"bytes,3,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Only these kinds (all when empty). Snapshot events are always sent.
-	Kinds         []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=probe.v1.EventKind" json:"kinds,omitempty"`
+	Kinds []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=probe.v1.EventKind" json:"kinds,omitempty"`
+	// Only targets of this namespace (names "NAMESPACE/..."); all when empty.
+	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2602,6 +2627,13 @@ func (x *WatchRequest) GetKinds() []EventKind {
 		return x.Kinds
 	}
 	return nil
+}
+
+func (x *WatchRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 type WatchResponse struct {
@@ -2856,11 +2888,244 @@ func (x *Replica) GetJoinTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ApplyTargetsRequest is one message of an ApplyTargets stream.
+type ApplyTargetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The set's name, required in the first message; later messages leave
+	// it empty or repeat it. Same rules as a target name (e.g.
+	// "k8s/cluster-a").
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Scopes the set (first message; later ones leave it empty or repeat
+	// it): every desired target must carry these labels, and only the
+	// owner's targets that carry them are pruned. Empty: all of the owner's
+	// targets.
+	Selector map[string]string `protobuf:"bytes,2,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Compute and return what the call would do, changing nothing (first
+	// message; later ones leave it false or repeat it).
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// A chunk of the complete desired list. Names are unique across the
+	// whole stream; status and owner are ignored.
+	Targets       []*Target `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyTargetsRequest) Reset() {
+	*x = ApplyTargetsRequest{}
+	mi := &file_probe_v1_probe_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyTargetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyTargetsRequest) ProtoMessage() {}
+
+func (x *ApplyTargetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyTargetsRequest.ProtoReflect.Descriptor instead.
+func (*ApplyTargetsRequest) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ApplyTargetsRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ApplyTargetsRequest) GetSelector() map[string]string {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *ApplyTargetsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ApplyTargetsRequest) GetTargets() []*Target {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+// ApplyTargetsResponse says what ApplyTargets did (or, for a dry run,
+// would do). Each name of the desired list is in exactly one of created,
+// updated, unchanged and conflicts; deleted holds the owner's targets that
+// were pruned. Every list is sorted by name.
+type ApplyTargetsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Created   []string               `protobuf:"bytes,1,rep,name=created,proto3" json:"created,omitempty"`
+	Updated   []string               `protobuf:"bytes,2,rep,name=updated,proto3" json:"updated,omitempty"`
+	Unchanged []string               `protobuf:"bytes,3,rep,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Deleted   []string               `protobuf:"bytes,4,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	Conflicts []*ApplyConflict       `protobuf:"bytes,5,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The engine's revision after the call: the revision of its last event,
+	// or the current revision when nothing changed (or on a dry run).
+	Revision uint64 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The call was a dry run: nothing was changed.
+	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyTargetsResponse) Reset() {
+	*x = ApplyTargetsResponse{}
+	mi := &file_probe_v1_probe_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyTargetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyTargetsResponse) ProtoMessage() {}
+
+func (x *ApplyTargetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyTargetsResponse.ProtoReflect.Descriptor instead.
+func (*ApplyTargetsResponse) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ApplyTargetsResponse) GetCreated() []string {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *ApplyTargetsResponse) GetUpdated() []string {
+	if x != nil {
+		return x.Updated
+	}
+	return nil
+}
+
+func (x *ApplyTargetsResponse) GetUnchanged() []string {
+	if x != nil {
+		return x.Unchanged
+	}
+	return nil
+}
+
+func (x *ApplyTargetsResponse) GetDeleted() []string {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
+func (x *ApplyTargetsResponse) GetConflicts() []*ApplyConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *ApplyTargetsResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ApplyTargetsResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// ApplyConflict is a desired target ApplyTargets left alone.
+type ApplyConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why, e.g. "held by another owner" or "created by CreateTarget".
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyConflict) Reset() {
+	*x = ApplyConflict{}
+	mi := &file_probe_v1_probe_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyConflict) ProtoMessage() {}
+
+func (x *ApplyConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_probe_v1_probe_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyConflict.ProtoReflect.Descriptor instead.
+func (*ApplyConflict) Descriptor() ([]byte, []int) {
+	return file_probe_v1_probe_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ApplyConflict) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApplyConflict) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_probe_v1_probe_proto protoreflect.FileDescriptor
 
 const file_probe_v1_probe_proto_rawDesc = "" +
 	"\n" +
-	"\x14probe/v1/probe.proto\x12\bprobe.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x04\n" +
+	"\x14probe/v1/probe.proto\x12\bprobe.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x04\n" +
 	"\x06Target\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x06labels\x18\x02 \x03(\v2\x1c.probe.v1.Target.LabelsEntryR\x06labels\x124\n" +
@@ -2869,7 +3134,8 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x0freadiness_probe\x18\x05 \x01(\v2\x0f.probe.v1.ProbeR\x0ereadinessProbe\x121\n" +
 	"\tlifecycle\x18\x06 \x01(\v2\x13.probe.v1.LifecycleR\tlifecycle\x12L\n" +
 	" termination_grace_period_seconds\x18\a \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01\x12.\n" +
-	"\x06status\x18\b \x01(\v2\x16.probe.v1.TargetStatusR\x06status\x1a9\n" +
+	"\x06status\x18\b \x01(\v2\x16.probe.v1.TargetStatusR\x06status\x12\x14\n" +
+	"\x05owner\x18\t \x01(\tR\x05owner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
@@ -2987,12 +3253,13 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x10GetTargetRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x11GetTargetResponse\x12(\n" +
-	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\"\xea\x01\n" +
+	"\x06target\x18\x01 \x01(\v2\x10.probe.v1.TargetR\x06target\"\x88\x02\n" +
 	"\x12ListTargetsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12V\n" +
-	"\x0elabel_selector\x18\x03 \x03(\v2/.probe.v1.ListTargetsRequest.LabelSelectorEntryR\rlabelSelector\x1a@\n" +
+	"\x0elabel_selector\x18\x03 \x03(\v2/.probe.v1.ListTargetsRequest.LabelSelectorEntryR\rlabelSelector\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x1a@\n" +
 	"\x12LabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
@@ -3037,12 +3304,13 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\astarted\x18\f \x01(\bR\astarted\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x12\n" +
 	"\x04live\x18\x0e \x01(\bR\x04live\x12(\n" +
-	"\x06target\x18\x0f \x01(\v2\x10.probe.v1.TargetR\x06target\"\x8a\x02\n" +
+	"\x06target\x18\x0f \x01(\v2\x10.probe.v1.TargetR\x06target\"\xa8\x02\n" +
 	"\fWatchRequest\x12%\n" +
 	"\x0esince_revision\x18\x01 \x01(\x04R\rsinceRevision\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12P\n" +
 	"\x0elabel_selector\x18\x03 \x03(\v2).probe.v1.WatchRequest.LabelSelectorEntryR\rlabelSelector\x12)\n" +
-	"\x05kinds\x18\x04 \x03(\x0e2\x13.probe.v1.EventKindR\x05kinds\x1a@\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x13.probe.v1.EventKindR\x05kinds\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x1a@\n" +
 	"\x12LabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x01\n" +
@@ -3061,7 +3329,26 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06shards\x18\x03 \x01(\x05R\x06shards\x127\n" +
-	"\tjoin_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinTime*C\n" +
+	"\tjoin_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinTime\"\xf6\x01\n" +
+	"\x13ApplyTargetsRequest\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12G\n" +
+	"\bselector\x18\x02 \x03(\v2+.probe.v1.ApplyTargetsRequest.SelectorEntryR\bselector\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12*\n" +
+	"\atargets\x18\x04 \x03(\v2\x10.probe.v1.TargetR\atargets\x1a;\n" +
+	"\rSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xee\x01\n" +
+	"\x14ApplyTargetsResponse\x12\x18\n" +
+	"\acreated\x18\x01 \x03(\tR\acreated\x12\x18\n" +
+	"\aupdated\x18\x02 \x03(\tR\aupdated\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x03(\tR\tunchanged\x12\x18\n" +
+	"\adeleted\x18\x04 \x03(\tR\adeleted\x125\n" +
+	"\tconflicts\x18\x05 \x03(\v2\x17.probe.v1.ApplyConflictR\tconflicts\x12\x1a\n" +
+	"\brevision\x18\x06 \x01(\x04R\brevision\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\"=\n" +
+	"\rApplyConflict\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*C\n" +
 	"\x06Scheme\x12\x16\n" +
 	"\x12SCHEME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCHEME_HTTP\x10\x01\x12\x10\n" +
@@ -3093,7 +3380,7 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\x12EVENT_KIND_UPDATED\x10\x05\x12\x14\n" +
 	"\x10EVENT_KIND_RESET\x10\x06\x12\x1a\n" +
 	"\x16EVENT_KIND_TERMINATING\x10\a\x12\x16\n" +
-	"\x12EVENT_KIND_DELETED\x10\b2\xb3\x05\n" +
+	"\x12EVENT_KIND_DELETED\x10\b2\x84\x06\n" +
 	"\fProbeService\x12M\n" +
 	"\fCreateTarget\x12\x1d.probe.v1.CreateTargetRequest\x1a\x1e.probe.v1.CreateTargetResponse\x12D\n" +
 	"\tGetTarget\x12\x1a.probe.v1.GetTargetRequest\x1a\x1b.probe.v1.GetTargetResponse\x12J\n" +
@@ -3103,7 +3390,8 @@ const file_probe_v1_probe_proto_rawDesc = "" +
 	"\fTriggerProbe\x12\x1d.probe.v1.TriggerProbeRequest\x1a\x1e.probe.v1.TriggerProbeResponse\x12J\n" +
 	"\vResetTarget\x12\x1c.probe.v1.ResetTargetRequest\x1a\x1d.probe.v1.ResetTargetResponse\x12:\n" +
 	"\x05Watch\x12\x16.probe.v1.WatchRequest\x1a\x17.probe.v1.WatchResponse0\x01\x12M\n" +
-	"\fListReplicas\x12\x1d.probe.v1.ListReplicasRequest\x1a\x1e.probe.v1.ListReplicasResponseB1Z/github.com/probed/probed/proto/probe/v1;probev1b\x06proto3"
+	"\fListReplicas\x12\x1d.probe.v1.ListReplicasRequest\x1a\x1e.probe.v1.ListReplicasResponse\x12O\n" +
+	"\fApplyTargets\x12\x1d.probe.v1.ApplyTargetsRequest\x1a\x1e.probe.v1.ApplyTargetsResponse(\x01B1Z/github.com/probed/probed/proto/probe/v1;probev1b\x06proto3"
 
 var (
 	file_probe_v1_probe_proto_rawDescOnce sync.Once
@@ -3118,7 +3406,7 @@ func file_probe_v1_probe_proto_rawDescGZIP() []byte {
 }
 
 var file_probe_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_probe_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_probe_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_probe_v1_probe_proto_goTypes = []any{
 	(Scheme)(0),                   // 0: probe.v1.Scheme
 	(ErrorReason)(0),              // 1: probe.v1.ErrorReason
@@ -3161,14 +3449,18 @@ var file_probe_v1_probe_proto_goTypes = []any{
 	(*ListReplicasRequest)(nil),   // 38: probe.v1.ListReplicasRequest
 	(*ListReplicasResponse)(nil),  // 39: probe.v1.ListReplicasResponse
 	(*Replica)(nil),               // 40: probe.v1.Replica
-	nil,                           // 41: probe.v1.Target.LabelsEntry
-	nil,                           // 42: probe.v1.ListTargetsRequest.LabelSelectorEntry
-	nil,                           // 43: probe.v1.WatchRequest.LabelSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
+	(*ApplyTargetsRequest)(nil),   // 41: probe.v1.ApplyTargetsRequest
+	(*ApplyTargetsResponse)(nil),  // 42: probe.v1.ApplyTargetsResponse
+	(*ApplyConflict)(nil),         // 43: probe.v1.ApplyConflict
+	nil,                           // 44: probe.v1.Target.LabelsEntry
+	nil,                           // 45: probe.v1.ListTargetsRequest.LabelSelectorEntry
+	nil,                           // 46: probe.v1.WatchRequest.LabelSelectorEntry
+	nil,                           // 47: probe.v1.ApplyTargetsRequest.SelectorEntry
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 49: google.protobuf.Duration
 }
 var file_probe_v1_probe_proto_depIdxs = []int32{
-	41, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
+	44, // 0: probe.v1.Target.labels:type_name -> probe.v1.Target.LabelsEntry
 	7,  // 1: probe.v1.Target.startup_probe:type_name -> probe.v1.Probe
 	7,  // 2: probe.v1.Target.liveness_probe:type_name -> probe.v1.Probe
 	7,  // 3: probe.v1.Target.readiness_probe:type_name -> probe.v1.Probe
@@ -3188,25 +3480,25 @@ var file_probe_v1_probe_proto_depIdxs = []int32{
 	18, // 17: probe.v1.TargetStatus.startup:type_name -> probe.v1.ProbeStatus
 	18, // 18: probe.v1.TargetStatus.liveness:type_name -> probe.v1.ProbeStatus
 	18, // 19: probe.v1.TargetStatus.readiness:type_name -> probe.v1.ProbeStatus
-	44, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
-	44, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
-	44, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
+	48, // 20: probe.v1.TargetStatus.create_time:type_name -> google.protobuf.Timestamp
+	48, // 21: probe.v1.TargetStatus.start_time:type_name -> google.protobuf.Timestamp
+	48, // 22: probe.v1.TargetStatus.delete_time:type_name -> google.protobuf.Timestamp
 	3,  // 23: probe.v1.ProbeStatus.result:type_name -> probe.v1.Result
 	19, // 24: probe.v1.ProbeStatus.effective:type_name -> probe.v1.Effective
-	44, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
-	44, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
-	45, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
-	45, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
-	45, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
-	45, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
-	45, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
+	48, // 25: probe.v1.ProbeStatus.last_probe_time:type_name -> google.protobuf.Timestamp
+	48, // 26: probe.v1.ProbeStatus.last_transition_time:type_name -> google.protobuf.Timestamp
+	49, // 27: probe.v1.ProbeStatus.last_latency:type_name -> google.protobuf.Duration
+	49, // 28: probe.v1.Effective.initial_delay:type_name -> google.protobuf.Duration
+	49, // 29: probe.v1.Effective.period:type_name -> google.protobuf.Duration
+	49, // 30: probe.v1.Effective.timeout:type_name -> google.protobuf.Duration
+	49, // 31: probe.v1.Effective.initial_period:type_name -> google.protobuf.Duration
 	3,  // 32: probe.v1.Outcome.result:type_name -> probe.v1.Result
-	45, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
-	44, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
+	49, // 33: probe.v1.Outcome.latency:type_name -> google.protobuf.Duration
+	48, // 34: probe.v1.Outcome.time:type_name -> google.protobuf.Timestamp
 	6,  // 35: probe.v1.CreateTargetRequest.target:type_name -> probe.v1.Target
 	6,  // 36: probe.v1.CreateTargetResponse.target:type_name -> probe.v1.Target
 	6,  // 37: probe.v1.GetTargetResponse.target:type_name -> probe.v1.Target
-	42, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
+	45, // 38: probe.v1.ListTargetsRequest.label_selector:type_name -> probe.v1.ListTargetsRequest.LabelSelectorEntry
 	6,  // 39: probe.v1.ListTargetsResponse.targets:type_name -> probe.v1.Target
 	6,  // 40: probe.v1.UpdateTargetRequest.target:type_name -> probe.v1.Target
 	6,  // 41: probe.v1.UpdateTargetResponse.target:type_name -> probe.v1.Target
@@ -3215,41 +3507,46 @@ var file_probe_v1_probe_proto_depIdxs = []int32{
 	20, // 44: probe.v1.TriggerProbeResponse.outcome:type_name -> probe.v1.Outcome
 	18, // 45: probe.v1.TriggerProbeResponse.status:type_name -> probe.v1.ProbeStatus
 	6,  // 46: probe.v1.ResetTargetResponse.target:type_name -> probe.v1.Target
-	44, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
+	48, // 47: probe.v1.Event.time:type_name -> google.protobuf.Timestamp
 	5,  // 48: probe.v1.Event.kind:type_name -> probe.v1.EventKind
 	2,  // 49: probe.v1.Event.probe_type:type_name -> probe.v1.ProbeType
 	3,  // 50: probe.v1.Event.from:type_name -> probe.v1.Result
 	3,  // 51: probe.v1.Event.to:type_name -> probe.v1.Result
-	45, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
+	49, // 52: probe.v1.Event.latency:type_name -> google.protobuf.Duration
 	6,  // 53: probe.v1.Event.target:type_name -> probe.v1.Target
-	43, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
+	46, // 54: probe.v1.WatchRequest.label_selector:type_name -> probe.v1.WatchRequest.LabelSelectorEntry
 	5,  // 55: probe.v1.WatchRequest.kinds:type_name -> probe.v1.EventKind
 	35, // 56: probe.v1.WatchResponse.events:type_name -> probe.v1.Event
 	40, // 57: probe.v1.ListReplicasResponse.replicas:type_name -> probe.v1.Replica
-	44, // 58: probe.v1.Replica.join_time:type_name -> google.protobuf.Timestamp
-	21, // 59: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
-	23, // 60: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
-	25, // 61: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
-	27, // 62: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
-	29, // 63: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
-	31, // 64: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
-	33, // 65: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
-	36, // 66: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
-	38, // 67: probe.v1.ProbeService.ListReplicas:input_type -> probe.v1.ListReplicasRequest
-	22, // 68: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
-	24, // 69: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
-	26, // 70: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
-	28, // 71: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
-	30, // 72: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
-	32, // 73: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
-	34, // 74: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
-	37, // 75: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
-	39, // 76: probe.v1.ProbeService.ListReplicas:output_type -> probe.v1.ListReplicasResponse
-	68, // [68:77] is the sub-list for method output_type
-	59, // [59:68] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	48, // 58: probe.v1.Replica.join_time:type_name -> google.protobuf.Timestamp
+	47, // 59: probe.v1.ApplyTargetsRequest.selector:type_name -> probe.v1.ApplyTargetsRequest.SelectorEntry
+	6,  // 60: probe.v1.ApplyTargetsRequest.targets:type_name -> probe.v1.Target
+	43, // 61: probe.v1.ApplyTargetsResponse.conflicts:type_name -> probe.v1.ApplyConflict
+	21, // 62: probe.v1.ProbeService.CreateTarget:input_type -> probe.v1.CreateTargetRequest
+	23, // 63: probe.v1.ProbeService.GetTarget:input_type -> probe.v1.GetTargetRequest
+	25, // 64: probe.v1.ProbeService.ListTargets:input_type -> probe.v1.ListTargetsRequest
+	27, // 65: probe.v1.ProbeService.UpdateTarget:input_type -> probe.v1.UpdateTargetRequest
+	29, // 66: probe.v1.ProbeService.DeleteTarget:input_type -> probe.v1.DeleteTargetRequest
+	31, // 67: probe.v1.ProbeService.TriggerProbe:input_type -> probe.v1.TriggerProbeRequest
+	33, // 68: probe.v1.ProbeService.ResetTarget:input_type -> probe.v1.ResetTargetRequest
+	36, // 69: probe.v1.ProbeService.Watch:input_type -> probe.v1.WatchRequest
+	38, // 70: probe.v1.ProbeService.ListReplicas:input_type -> probe.v1.ListReplicasRequest
+	41, // 71: probe.v1.ProbeService.ApplyTargets:input_type -> probe.v1.ApplyTargetsRequest
+	22, // 72: probe.v1.ProbeService.CreateTarget:output_type -> probe.v1.CreateTargetResponse
+	24, // 73: probe.v1.ProbeService.GetTarget:output_type -> probe.v1.GetTargetResponse
+	26, // 74: probe.v1.ProbeService.ListTargets:output_type -> probe.v1.ListTargetsResponse
+	28, // 75: probe.v1.ProbeService.UpdateTarget:output_type -> probe.v1.UpdateTargetResponse
+	30, // 76: probe.v1.ProbeService.DeleteTarget:output_type -> probe.v1.DeleteTargetResponse
+	32, // 77: probe.v1.ProbeService.TriggerProbe:output_type -> probe.v1.TriggerProbeResponse
+	34, // 78: probe.v1.ProbeService.ResetTarget:output_type -> probe.v1.ResetTargetResponse
+	37, // 79: probe.v1.ProbeService.Watch:output_type -> probe.v1.WatchResponse
+	39, // 80: probe.v1.ProbeService.ListReplicas:output_type -> probe.v1.ListReplicasResponse
+	42, // 81: probe.v1.ProbeService.ApplyTargets:output_type -> probe.v1.ApplyTargetsResponse
+	72, // [72:82] is the sub-list for method output_type
+	62, // [62:72] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_probe_v1_probe_proto_init() }
@@ -3275,7 +3572,7 @@ func file_probe_v1_probe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_probe_v1_probe_proto_rawDesc), len(file_probe_v1_probe_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	ProbeService_ResetTarget_FullMethodName  = "/probe.v1.ProbeService/ResetTarget"
 	ProbeService_Watch_FullMethodName        = "/probe.v1.ProbeService/Watch"
 	ProbeService_ListReplicas_FullMethodName = "/probe.v1.ProbeService/ListReplicas"
+	ProbeService_ApplyTargets_FullMethodName = "/probe.v1.ProbeService/ApplyTargets"
 )
 
 // ProbeServiceClient is the client API for ProbeService service.
@@ -72,6 +73,27 @@ type ProbeServiceClient interface {
 	// each one's id, address and the shards it probes. A single probed is
 	// one replica owning every target.
 	ListReplicas(ctx context.Context, in *ListReplicasRequest, opts ...grpc.CallOption) (*ListReplicasResponse, error)
+	// ApplyTargets makes the targets of one owner (a named set) exactly the
+	// desired list, as `kubectl apply --prune` does: it creates the desired
+	// targets that do not exist, updates in place (as UpdateTarget) those
+	// whose spec or labels differ, and deletes gracefully (as DeleteTarget)
+	// the owner's targets within the selector that the list leaves out.
+	//
+	// The client streams the desired list in chunks: the first message
+	// carries owner, selector and dry_run, every message may carry targets,
+	// and the list is the concatenation of all of them. Nothing is applied
+	// until the client closes its side of the stream; a stream that ends
+	// otherwise (cancelled, broken) changes nothing, so a partial upload
+	// never prunes.
+	//
+	// The call is idempotent: the same list again changes nothing (no
+	// event, no new revision, no probe restarted). A target belongs to at
+	// most one owner: a desired name held by another owner, or created by
+	// CreateTarget, is reported in conflicts and left alone, never taken
+	// over. A plain DeleteTarget of an owned target is allowed (the next
+	// ApplyTargets recreates it). The events of one call are a contiguous
+	// run in Watch (no other event between them).
+	ApplyTargets(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ApplyTargetsRequest, ApplyTargetsResponse], error)
 }
 
 type probeServiceClient struct {
@@ -181,6 +203,19 @@ func (c *probeServiceClient) ListReplicas(ctx context.Context, in *ListReplicasR
 	return out, nil
 }
 
+func (c *probeServiceClient) ApplyTargets(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ApplyTargetsRequest, ApplyTargetsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProbeService_ServiceDesc.Streams[1], ProbeService_ApplyTargets_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ApplyTargetsRequest, ApplyTargetsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProbeService_ApplyTargetsClient = grpc.ClientStreamingClient[ApplyTargetsRequest, ApplyTargetsResponse]
+
 // ProbeServiceServer is the server API for ProbeService service.
 // All implementations must embed UnimplementedProbeServiceServer
 // for forward compatibility.
@@ -223,6 +258,27 @@ type ProbeServiceServer interface {
 	// each one's id, address and the shards it probes. A single probed is
 	// one replica owning every target.
 	ListReplicas(context.Context, *ListReplicasRequest) (*ListReplicasResponse, error)
+	// ApplyTargets makes the targets of one owner (a named set) exactly the
+	// desired list, as `kubectl apply --prune` does: it creates the desired
+	// targets that do not exist, updates in place (as UpdateTarget) those
+	// whose spec or labels differ, and deletes gracefully (as DeleteTarget)
+	// the owner's targets within the selector that the list leaves out.
+	//
+	// The client streams the desired list in chunks: the first message
+	// carries owner, selector and dry_run, every message may carry targets,
+	// and the list is the concatenation of all of them. Nothing is applied
+	// until the client closes its side of the stream; a stream that ends
+	// otherwise (cancelled, broken) changes nothing, so a partial upload
+	// never prunes.
+	//
+	// The call is idempotent: the same list again changes nothing (no
+	// event, no new revision, no probe restarted). A target belongs to at
+	// most one owner: a desired name held by another owner, or created by
+	// CreateTarget, is reported in conflicts and left alone, never taken
+	// over. A plain DeleteTarget of an owned target is allowed (the next
+	// ApplyTargets recreates it). The events of one call are a contiguous
+	// run in Watch (no other event between them).
+	ApplyTargets(grpc.ClientStreamingServer[ApplyTargetsRequest, ApplyTargetsResponse]) error
 	mustEmbedUnimplementedProbeServiceServer()
 }
 
@@ -259,6 +315,9 @@ func (UnimplementedProbeServiceServer) Watch(*WatchRequest, grpc.ServerStreaming
 }
 func (UnimplementedProbeServiceServer) ListReplicas(context.Context, *ListReplicasRequest) (*ListReplicasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReplicas not implemented")
+}
+func (UnimplementedProbeServiceServer) ApplyTargets(grpc.ClientStreamingServer[ApplyTargetsRequest, ApplyTargetsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ApplyTargets not implemented")
 }
 func (UnimplementedProbeServiceServer) mustEmbedUnimplementedProbeServiceServer() {}
 func (UnimplementedProbeServiceServer) testEmbeddedByValue()                      {}
@@ -436,6 +495,13 @@ func _ProbeService_ListReplicas_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProbeService_ApplyTargets_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProbeServiceServer).ApplyTargets(&grpc.GenericServerStream[ApplyTargetsRequest, ApplyTargetsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProbeService_ApplyTargetsServer = grpc.ClientStreamingServer[ApplyTargetsRequest, ApplyTargetsResponse]
+
 // ProbeService_ServiceDesc is the grpc.ServiceDesc for ProbeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -481,6 +547,11 @@ var ProbeService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Watch",
 			Handler:       _ProbeService_Watch_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ApplyTargets",
+			Handler:       _ProbeService_ApplyTargets_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "probe/v1/probe.proto",
