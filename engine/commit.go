@@ -42,6 +42,10 @@ type committer struct {
 	// committed is the revision of the last change committed (shared:
 	// what a barrier waits for the feed to reach); guarded by mu.
 	committed uint64
+	// held, while a group is open (group.go), are the changes submitted
+	// outside it, queued behind it when it closes; guarded by mu.
+	held    []pendingChange
+	holding bool
 }
 
 type pendingChange struct {
@@ -88,12 +92,16 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 		c.mu.Unlock()
 		return nil, c.closed
 	}
+	queue := &c.pending
+	if c.holding {
+		queue = &c.held
+	}
 	for i, ch := range changes {
 		p := pendingChange{change: ch}
 		if i == len(changes)-1 {
 			p.done, p.last = done, true
 		}
-		c.pending = append(c.pending, p)
+		*queue = append(*queue, p)
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -114,7 +122,11 @@ func (c *committer) barrier(ctx context.Context) error {
 		}
 		return err
 	}
-	c.pending = append(c.pending, pendingChange{done: done, last: true})
+	if c.holding {
+		c.held = append(c.held, pendingChange{done: done, last: true})
+	} else {
+		c.pending = append(c.pending, pendingChange{done: done, last: true})
+	}
 	c.mu.Unlock()
 	c.signal()
 	select {
@@ -388,7 +400,10 @@ func (c *committer) fail(err error) {
 	for _, p := range c.pending {
 		p.notify(err)
 	}
-	c.pending = nil
+	for _, p := range c.held {
+		p.notify(err)
+	}
+	c.pending, c.held = nil, nil
 }
 
 func (c *committer) snapshotStats() commitStats {

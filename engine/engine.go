@@ -195,6 +195,8 @@ type Engine struct {
 	// creating are the names whose create over a SharedStore is in
 	// flight here, each closed when it ends (createShared).
 	creating map[string]chan struct{} // guarded by mu
+	// applyMu makes Apply calls run one at a time.
+	applyMu sync.Mutex
 
 	running chan struct{} // closed when Run has started
 	done    chan struct{} // closed when Run is shutting down

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 )
@@ -26,12 +27,31 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if e.shared != nil {
 		return e.createShared(ctx, spec, client, now)
 	}
-	en := &entry{name: spec.Name, client: client, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}}
+	created, done, err := e.createLocal(spec, client, "", now, e.commits)
+	if err != nil {
+		return nil, err
+	}
+	// Not wait(ctx, done): the change is submitted and will be committed
+	// (or fail) whether the caller waits or not; giving up on it would
+	// leave a stored target that nothing probes.
+	return e.finishCreate(created, <-done)
+}
+
+// submitter queues changes: the committer, or an open group (group.go).
+type submitter interface {
+	submit(changes []*Change, wait bool) (<-chan error, error)
+}
+
+// createLocal registers a new target of owner (a set's name, "" for
+// Create) over a store that is not shared and submits its creation to
+// sub; finishCreate ends it once done says how the write went.
+func (e *Engine) createLocal(spec *target.Spec, client, owner string, now time.Time, sub submitter) (*Change, <-chan error, error) {
+	en := &entry{name: spec.Name, client: client, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client, Owner: owner}}
 	en.mu.Lock()
 	if err := e.openRunnersLocked(en); err != nil {
 		e.disownLocked(en, nil)
 		en.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	en.mu.Unlock()
 
@@ -39,35 +59,45 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if err := e.checkLimitsLocked(spec.Name, client); err != nil {
 		e.mu.Unlock()
 		e.discard(en)
-		return nil, err
+		return nil, nil, err
 	}
 	e.targets[spec.Name] = en
 	e.countClientLocked(client, 1)
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
-	done, err := e.commits.submit([]*Change{created}, true)
+	done, err := sub.submit([]*Change{created}, true)
 	en.mu.Unlock()
-	if err == nil {
-		// Not wait(ctx, done): the change is submitted and will be
-		// committed (or fail) whether the caller waits or not; giving up
-		// on it would leave a stored target that nothing probes.
-		err = <-done
-	}
 	if err != nil {
-		e.mu.Lock()
-		if e.targets[spec.Name] == en {
-			delete(e.targets, spec.Name)
-			e.countClientLocked(client, -1)
-		}
-		e.mu.Unlock()
-		e.discard(en)
+		e.unregister(en)
+		return nil, nil, err
+	}
+	return created, done, nil
+}
+
+// finishCreate starts probing the target of createLocal's change once
+// written (err nil), or forgets it.
+func (e *Engine) finishCreate(created *Change, err error) (*Target, error) {
+	en := created.entry
+	if err != nil {
+		e.unregister(en)
 		return nil, err
 	}
 	en.mu.Lock()
 	e.scheduleFailed(e.startProbesLocked(en, e.clock.Now(), false))
 	en.mu.Unlock()
 	return e.withLive(created.Target), nil
+}
+
+// unregister forgets a target whose creation failed.
+func (e *Engine) unregister(en *entry) {
+	e.mu.Lock()
+	if e.targets[en.name] == en {
+		delete(e.targets, en.name)
+		e.countClientLocked(en.client, -1)
+	}
+	e.mu.Unlock()
+	e.discard(en)
 }
 
 // createShared is Create over a SharedStore: the store decides whether the
@@ -85,15 +115,7 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 		return nil, err
 	}
 	defer finish()
-	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client}
-	for _, t := range probe.Types {
-		if spec.Probe(t) != nil {
-			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
-		}
-	}
-	en := &entry{name: spec.Name, client: client, spec: spec, status: &status}
-	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
-	created.Create = true
+	created := e.sharedCreation(spec, client, "", now)
 	done, err := e.commits.submit([]*Change{created}, true)
 	if err == nil {
 		err = <-done // see Create: the caller giving up does not undo it
@@ -102,6 +124,22 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 		return nil, err
 	}
 	return e.withLive(created.Target), nil
+}
+
+// sharedCreation is the change that creates a target of owner (a set's
+// name, "" for Create) over a SharedStore: the store refuses it when the
+// target exists.
+func (e *Engine) sharedCreation(spec *target.Spec, client, owner string, now time.Time) *Change {
+	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client, Owner: owner}
+	for _, t := range probe.Types {
+		if spec.Probe(t) != nil {
+			status.Probes[t] = ProbeStatus{Present: true, Result: probe.Initial(t).Result}
+		}
+	}
+	en := &entry{name: spec.Name, client: client, spec: spec, status: &status}
+	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
+	created.Create = true
+	return created
 }
 
 // startCreate waits until no create of name is in flight here, checks
@@ -178,11 +216,16 @@ func (e *Engine) openRunnersLocked(en *entry) error {
 // validate runs the target's validation (ratcheting against old on an
 // update) and the server's extra admission checks.
 func (e *Engine) validate(spec, old *target.Spec) error {
+	return e.validateList(spec, old).Err()
+}
+
+// validateList is validate's list of problems.
+func (e *Engine) validateList(spec, old *target.Spec) field.List {
 	errs := target.Validate(spec, old, e.targetOptions())
 	if e.opts.Admit != nil {
 		errs = append(errs, e.opts.Admit(spec)...)
 	}
-	return errs.Err()
+	return errs
 }
 
 // acquire waits until Run has started, finds a target this engine owns
@@ -313,17 +356,23 @@ func (e *Engine) withLive(t *Target) *Target {
 // startup probe added to a target that has already started counts as
 // passed (the start it guards is over).
 func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error) {
+	updated, done, err := e.update(ctx, spec, e.commits)
+	return e.settle(ctx, done, err, updated)
+}
+
+// update is Update submitting to sub; settle ends it.
+func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (*Change, <-chan error, error) {
 	en, err := e.acquire(ctx, spec.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if en.status.Phase == Terminating {
 		en.mu.Unlock()
-		return nil, errTerminating(spec.Name)
+		return nil, nil, errTerminating(spec.Name)
 	}
 	if err := e.validate(spec, en.spec); err != nil {
 		en.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	// Prepare first — the checkers of new handlers, the runners (wheel
 	// IDs) of added probes — so that a failure leaves the target untouched.
@@ -347,7 +396,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 			if err := e.exec.alloc(nr); err != nil {
 				undo()
 				en.mu.Unlock()
-				return nil, fmt.Errorf("target %q %s probe: %w", en.name, t, err)
+				return nil, nil, fmt.Errorf("target %q %s probe: %w", en.name, t, err)
 			}
 			added[t] = nr
 		}
@@ -355,7 +404,7 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 		if err != nil {
 			undo()
 			en.mu.Unlock()
-			return nil, fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
+			return nil, nil, fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
 		}
 		checkers[t] = c
 	}
@@ -392,9 +441,9 @@ func (e *Engine) Update(ctx context.Context, spec *target.Spec) (*Target, error)
 	}
 	e.scheduleFailed(e.startProbesLocked(en, now, false))
 	updated := e.changeLocked(en, Event{Kind: KindUpdated, Reason: ReasonUpdated}, true, now)
-	done, err := e.commits.submit([]*Change{updated}, true)
+	done, err := sub.submit([]*Change{updated}, true)
 	en.mu.Unlock()
-	return e.settle(ctx, done, err, updated)
+	return updated, done, err
 }
 
 // Reset tells the engine the target restarted: every probe returns to its
@@ -456,6 +505,13 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 		en.mu.Unlock()
 		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
 	}
+	terminating, done, err := e.terminateLocked(en, o, e.commits) // unlocks en
+	return e.settle(ctx, done, err, terminating)
+}
+
+// terminateLocked starts the removal of en (active, owned, locked) and
+// submits it to sub; it unlocks en. settle ends it.
+func (e *Engine) terminateLocked(en *entry, o deleteOptions, sub submitter) (*Change, <-chan error, error) {
 	now := e.clock.Now()
 	st := en.edit()
 	st.Phase, st.DeleteTime, st.DeletionGracePeriod = Terminating, now, o.grace
@@ -474,12 +530,12 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 	}
 	terminating := e.changeLocked(en, Event{Kind: KindTerminating, Reason: ReasonTerminating}, false, now)
 	changes = append(changes, terminating)
-	done, err := e.commits.submit(changes, true)
+	done, err := sub.submit(changes, true)
 	if err == nil {
 		e.scheduleDrainLocked(en, now)
 	}
 	en.mu.Unlock()
-	return e.settle(ctx, done, err, terminating)
+	return terminating, done, err
 }
 
 // settle waits for a submitted change and returns the target as that

@@ -66,6 +66,9 @@ type Status struct {
 	// Client is the client identity that created the target (see
 	// WithClient); empty without authentication.
 	Client string `json:"owner,omitempty"`
+	// Owner is the set (ApplyTargets' owner) that manages the target;
+	// empty for a target created by Create.
+	Owner string `json:"setOwner,omitempty"`
 	// StartTime is the creation or the last reset: initial delays count
 	// from it.
 	StartTime  time.Time `json:"startTime"`

@@ -171,6 +171,7 @@ func fromTarget(t *engine.Target) *probev1.Target {
 		ReadinessProbe:                fromProbe(s.ReadinessProbe),
 		TerminationGracePeriodSeconds: copyPtr(s.TerminationGracePeriodSeconds),
 		Status:                        fromStatus(&t.Status, s),
+		Owner:                         t.Status.Owner,
 	}
 	if l := s.Lifecycle; l != nil {
 		out.Lifecycle = &probev1.Lifecycle{}

@@ -36,6 +36,9 @@ type Options struct {
 	// Replicas, in cluster mode, tells which replica probes which target
 	// and which replicas are live; nil on a single node.
 	Replicas Replicas
+	// Authorizer, when set, limits each caller to the targets it may read,
+	// write and operate (authorize.go); nil allows everything.
+	Authorizer Authorizer
 }
 
 // Observer receives what the server does, for metrics.

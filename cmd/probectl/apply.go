@@ -19,9 +19,13 @@ import (
 )
 
 func newApplyCommand(o *rootOptions) *cobra.Command {
-	var files []string
+	var (
+		files    []string
+		prune    pruneOptions
+		selector string
+	)
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE|DIR|- [-f ...]",
+		Use:   "apply -f FILE|DIR|- [-f ...] [--prune --selector KEY=VALUE [--dry-run]]",
 		Short: "Create targets, or update them when they exist, from JSON or YAML specs",
 		Long: `Apply creates each target of the files given with -f, or replaces its spec
 when a target by its name exists. A file holds a target in probe.v1's JSON
@@ -32,7 +36,15 @@ subdirectories) in name order; "-" reads standard input.
 
 Every file is read and checked before anything is applied: each field
 name that does not exist is reported, and so is a target named twice. A
-target the server rejects is reported, and the others are still applied.`,
+target the server rejects is reported, and the others are still applied.
+
+With --prune, the files are the complete set (kubectl's convention): in
+one ApplyTargets call, probed creates and updates them and deletes the
+targets of the same --owner (default "probectl") that carry the
+--selector labels and are no longer in the files. Every target in the
+files must carry those labels. Targets of another owner, or created
+without --prune, are never changed: a name they hold is reported as a
+conflict. --dry-run prints the plan and changes nothing.`,
 		Example: `  cat <<EOF | probectl apply -f -
   name: page
   labels: {app: probed}
@@ -48,6 +60,12 @@ target the server rejects is reported, and the others are still applied.`,
 			if len(files) == 0 {
 				return errors.New(`apply needs -f FILE: a file, a directory, or "-" for standard input`)
 			}
+			if !prune.enabled && (selector != "" || prune.dryRun) {
+				return errors.New("--selector and --dry-run go with --prune")
+			}
+			if prune.enabled && strings.TrimSpace(selector) == "" {
+				return errors.New("--prune needs --selector KEY=VALUE: the labels that scope the set it prunes")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,13 +76,78 @@ target the server rejects is reported, and the others are still applied.`,
 			if err := o.qualifySpecs(specs); err != nil {
 				return err
 			}
+			if prune.enabled {
+				if prune.selector, err = parseSelector(selector); err != nil {
+					return &usageError{err}
+				}
+			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if prune.enabled {
+					return applySet(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output, specs, prune)
+				}
 				return apply(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output, specs)
 			})
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, `file or directory of target specs, JSON or YAML; "-" for standard input; may be repeated`)
+	f := cmd.Flags()
+	f.StringArrayVarP(&files, "filename", "f", nil, `file or directory of target specs, JSON or YAML; "-" for standard input; may be repeated`)
+	f.BoolVar(&prune.enabled, "prune", false, "the files are the whole set: delete the owner's targets with the --selector labels that they leave out")
+	f.StringVarP(&selector, "selector", "l", "", "with --prune: the labels KEY=VALUE,... that scope the set")
+	f.StringVar(&prune.owner, "owner", "probectl", "with --prune: the owner (set name) of the targets")
+	f.BoolVar(&prune.dryRun, "dry-run", false, "with --prune: print what would be done, change nothing")
 	return cmd
+}
+
+// pruneOptions are apply's --prune flags.
+type pruneOptions struct {
+	enabled  bool
+	owner    string
+	selector map[string]string
+	dryRun   bool
+}
+
+// applySet applies specs as the whole set of o.owner (ApplyTargets) and
+// prints what was done, one line per target as kubectl does ("(dry run)"
+// after each for a dry run). Conflicts are printed to errOut and fail the
+// command once everything else is applied.
+func applySet(ctx context.Context, c *client.Client, w, errOut io.Writer, format string, specs []spec, o pruneOptions) error {
+	set := client.TargetSet{Owner: o.owner, Selector: o.selector, DryRun: o.dryRun}
+	for _, sp := range specs {
+		set.Targets = append(set.Targets, sp.target)
+	}
+	resp, err := c.ApplyTargets(ctx, set)
+	if err != nil {
+		return err
+	}
+	if format != outputTable {
+		if err := printMessage(w, format, resp); err != nil {
+			return err
+		}
+	} else {
+		suffix := ""
+		if resp.GetDryRun() {
+			suffix = " (dry run)"
+		}
+		var b strings.Builder
+		for _, group := range []struct {
+			verb  string
+			names []string
+		}{{"created", resp.GetCreated()}, {"configured", resp.GetUpdated()}, {"unchanged", resp.GetUnchanged()}, {"pruned", resp.GetDeleted()}} {
+			for _, n := range group.names {
+				fmt.Fprintf(&b, "target/%s %s%s\n", n, group.verb, suffix)
+			}
+		}
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+	}
+	for _, cf := range resp.GetConflicts() {
+		_, _ = fmt.Fprintf(errOut, "target/%s: conflict: %s\n", cf.GetName(), cf.GetMessage())
+	}
+	if n := len(resp.GetConflicts()); n > 0 {
+		return fmt.Errorf("%d of %d targets not applied (conflicts)", n, len(specs))
+	}
+	return nil
 }
 
 // spec is a target read from a file.

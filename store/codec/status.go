@@ -94,7 +94,7 @@ func statusToProto(s *engine.Status) (*storagev1.Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status.phase: %w", err)
 	}
-	m := &storagev1.Status{Phase: phase, Client: s.Client}
+	m := &storagev1.Status{Phase: phase, Client: s.Client, Owner: s.Owner}
 	if s.Revision != 0 {
 		m.Revision = &s.Revision
 	}
@@ -137,6 +137,7 @@ func statusFromProto(m *storagev1.Status, s *engine.Status, rev uint64) error {
 		Phase:      phase,
 		CreateTime: timeFromProto(m.CreateTimeUnixNano),
 		Client:     m.Client,
+		Owner:      m.Owner,
 		StartTime:  timeFromProto(m.StartTimeUnixNano),
 		DeleteTime: timeFromProto(m.DeleteTimeUnixNano),
 		Revision:   rev,

@@ -1173,8 +1173,11 @@ type Status struct {
 	// The grace period the deletion was given, counted from delete_time
 	// (engine.Status.DeletionGracePeriod); absent: the spec's.
 	DeletionGracePeriodNanos *int64 `protobuf:"varint,10,opt,name=deletion_grace_period_nanos,json=deletionGracePeriodNanos" json:"deletion_grace_period_nanos,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The ApplyTargets owner (set name) that manages the target
+	// (engine.Status.Owner); empty for a target created by CreateTarget.
+	Owner         string `protobuf:"bytes,11,opt,name=owner" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Status) Reset() {
@@ -1275,6 +1278,13 @@ func (x *Status) GetDeletionGracePeriodNanos() int64 {
 		return *x.DeletionGracePeriodNanos
 	}
 	return 0
+}
+
+func (x *Status) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // ProbeStatus is the durable part of engine.ProbeStatus.
@@ -1806,7 +1816,7 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x10LifecycleHandler\x124\n" +
 	"\x05sleep\x18\x01 \x01(\v2\x1e.probed.storage.v1.SleepActionR\x05sleep\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\x99\x04\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xaf\x04\n" +
 	"\x06Status\x12.\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x18.probed.storage.v1.PhaseR\x05phase\x128\n" +
 	"\astartup\x18\x02 \x01(\v2\x1e.probed.storage.v1.ProbeStatusR\astartup\x12:\n" +
@@ -1818,7 +1828,8 @@ const file_probed_storage_v1_storage_proto_rawDesc = "" +
 	"\x15delete_time_unix_nano\x18\b \x01(\x10B\x05\xaa\x01\x02\b\x01R\x12deleteTimeUnixNano\x12!\n" +
 	"\brevision\x18\t \x01(\x04B\x05\xaa\x01\x02\b\x01R\brevision\x12D\n" +
 	"\x1bdeletion_grace_period_nanos\x18\n" +
-	" \x01(\x03B\x05\xaa\x01\x02\b\x01R\x18deletionGracePeriodNanos\"\xce\x01\n" +
+	" \x01(\x03B\x05\xaa\x01\x02\b\x01R\x18deletionGracePeriodNanos\x12\x14\n" +
+	"\x05owner\x18\v \x01(\tR\x05owner\"\xce\x01\n" +
 	"\vProbeStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x121\n" +
 	"\x06result\x18\x02 \x01(\x0e2\x19.probed.storage.v1.ResultR\x06result\x12'\n" +
