@@ -145,17 +145,21 @@ func New(kube kubernetes.Interface, prober Prober, opts Options) *Controller {
 // credentials).
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	defer broadcaster.Shutdown()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(c.opts.Namespace))
+	defer func() {
+		// In this order: the goroutines stop on ctx, the informers once
+		// ctx is done, and the Events already recorded are sent last.
+		cancel()
+		c.queue.ShutDown()
+		wg.Wait()
+		factory.Shutdown()
+		broadcaster.Shutdown()
+	}()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.opts.Owner})
 
-	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(c.opts.Namespace))
-	defer factory.Shutdown()
 	inf := factory.Core().V1().Pods().Informer()
 	c.pods = inf.GetIndexer()
 	listErr := make(chan error, 1)
@@ -188,7 +192,6 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		})
 	}
-	defer c.queue.ShutDown()
 	select {
 	case <-ctx.Done():
 		return nil

@@ -75,6 +75,9 @@ func setup(t *testing.T) *fixture {
 // startProbed starts (or restarts, with opts.Addr and opts.Store of the
 // last one) the test's probed.
 func (f *fixture) startProbed(opts probedtest.Options) {
+	if opts.Engine.MinPeriod == 0 {
+		opts.Engine.MinPeriod = 10 * time.Millisecond // the 50 ms periods of httpProbes
+	}
 	f.probed = probedtest.Start(f.t, opts)
 	if f.pc == nil {
 		c, err := client.Dial(f.t.Context(), f.probed.Addr)

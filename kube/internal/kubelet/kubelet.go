@@ -143,7 +143,16 @@ func (k *Kubelet) Run(ctx context.Context, pod *corev1.Pod, ip string) (*corev1.
 
 // SetIP changes the pod's IP, as after a sandbox restart.
 func (k *Kubelet) SetIP(ctx context.Context, pod *corev1.Pod, ip string) (*corev1.Pod, error) {
-	return k.patchStatus(ctx, pod, map[string]any{"podIP": ip, "podIPs": []map[string]string{{"ip": ip}}})
+	// A JSON merge patch: it replaces the podIPs list, which a strategic
+	// merge would merge by IP.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status":   map[string]any{"podIP": ip, "podIPs": []map[string]string{{"ip": ip}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return k.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 }
 
 // RestartContainers counts one restart of each of the pod's containers,
