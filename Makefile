@@ -83,6 +83,13 @@ kube-bins: ## Build kube-apiserver, kube-controller-manager v1.37.2 and etcd for
 test-kube: kube-bins ## The kube module's vet and tests on a real control plane, required (PROBED_REQUIRE_KUBE=1).
 	cd kube && $(GO) vet ./... && PROBED_REQUIRE_KUBE=1 $(GO) test -race -count=1 -timeout 20m ./...
 
+image: ## Build the container image (static binaries, non-root, CA certificates) with no registry: bin/probed-image.tar (docker/podman load) and the OCI layout bin/oci.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(BIN)/static/ ./cmd/probed ./cmd/probectl
+	cd kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(abspath $(BIN))/static/ ./cmd/probed-kube
+	cd kube && $(GO) run ./cmd/probed-image --version '$(VERSION)' --tar $(abspath $(BIN))/probed-image.tar --layout $(abspath $(BIN))/oci \
+		$(abspath $(BIN))/static/probed $(abspath $(BIN))/static/probectl $(abspath $(BIN))/static/probed-kube
+	cd kube && $(GO) test -count=1 -run '^TestMadeImage$$' ./image
+
 check: checkgenerate lint breaking build test test-cluster test-kube fuzz ## Everything CI runs.
 
 clean: ## Remove build output and the local data dir.

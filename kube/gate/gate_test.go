@@ -60,7 +60,7 @@ func TestReadyUnreadyReady(t *testing.T) {
 func TestIgnoredPods(t *testing.T) {
 	f := setup(t)
 	f.startController(gate.Options{})
-	f.pod("plain", httpProbes, false)       // annotation, no gate
+	f.pod("plain", httpProbes, false)         // annotation, no gate
 	_, ip := f.pod("gated", httpProbes, true) // both
 	f.net.set(ip, true)
 	f.condition("gated", "True", is(corev1.ConditionTrue, gate.ReasonReady))
