@@ -49,7 +49,6 @@ func patchCount(t *testing.T, reg *prometheus.Registry) (patches, errs float64) 
 	return patches, errs
 }
 
-
 // createPods creates and runs n opted-in pods with annotation, 32 at a
 // time, and returns their IPs by name.
 func (f *fixture) createPods(n int, annotation string) map[string]string {
