@@ -13,7 +13,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean kube-bins test-kube image
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean kube-bins test-kube bench-kube image
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,6 +82,9 @@ kube-bins: ## Build kube-apiserver, kube-controller-manager v1.37.2 and etcd for
 
 test-kube: kube-bins ## The kube module's vet and tests on a real control plane, required (PROBED_REQUIRE_KUBE=1).
 	cd kube && $(GO) vet ./... && PROBED_REQUIRE_KUBE=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+bench-kube: kube-bins ## probed-kube's figures (BENCHMARKS.md): readiness latency beside kubelet's period model, and patches per flip with 2,000 pods.
+	cd kube && PROBED_REQUIRE_KUBE=1 PROBED_KUBE_BENCH=1 $(GO) test -count=1 -timeout 20m -run '^(TestLatency|TestThousandsOfPods)$$' -v ./gate
 
 image: ## Build the container image (static binaries, non-root, CA certificates) with no registry: bin/probed-image.tar (docker/podman load) and the OCI layout bin/oci.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(BIN)/static/ ./cmd/probed ./cmd/probectl

@@ -98,6 +98,7 @@ func run(ctx context.Context, args []string, errOut io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(errOut, "probed-kube: %v\nRun 'probed-kube --help' for usage.\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
