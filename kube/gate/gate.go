@@ -95,6 +95,7 @@ type Controller struct {
 	restarts map[string]restarts    // container restarts seen, by pod key; guarded by mu
 	resets   map[string]bool        // targets to reset after the next apply; guarded by mu
 	applied  map[string]string      // pod UID of each target applied, by name; guarded by mu
+	warned   map[string]string      // the last warning Event sent, by pod key; guarded by mu
 	synced   bool                   // the watch's snapshot is complete; guarded by mu
 }
 
@@ -136,6 +137,7 @@ func New(kube kubernetes.Interface, prober Prober, opts Options) *Controller {
 		restarts: map[string]restarts{},
 		resets:   map[string]bool{},
 		applied:  map[string]string{},
+		warned:   map[string]string{},
 	}
 }
 
@@ -162,6 +164,9 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	inf := factory.Core().V1().Pods().Informer()
 	c.pods = inf.GetIndexer()
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return err
+	}
 	listErr := make(chan error, 1)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		select {
@@ -231,7 +236,7 @@ func (c *Controller) podChanged(oldObj, newObj any) {
 		return
 	}
 	key := podKey(pod, old)
-	if pod != nil && !podtarget.OptedIn(pod) && (old == nil || !podtarget.OptedIn(old)) {
+	if (pod == nil || !podtarget.OptedIn(pod)) && (old == nil || !podtarget.OptedIn(old)) {
 		return
 	}
 	if pod != nil {
@@ -248,6 +253,7 @@ func (c *Controller) podChanged(oldObj, newObj any) {
 		delete(c.restarts, key)
 		delete(c.written, key)
 		delete(c.invalid, key)
+		delete(c.warned, key)
 		c.mu.Unlock()
 	}
 	if pod != nil && old != nil && !targetChanged(old, pod) {
@@ -304,3 +310,25 @@ func podKey(pod, old *corev1.Pod) string {
 
 // errStopped is returned by loops whose context ended.
 var errStopped = errors.New("stopped")
+
+// warnLocked sends a Warning Event about pod, unless the same one was the
+// last sent for this pod (an apply repeats on every pod change). c.mu is
+// held.
+func (c *Controller) warnLocked(pod *corev1.Pod, reason, detail string) {
+	key := podtarget.Name(pod.Namespace, pod.Name)
+	sig := string(pod.UID) + "\x00" + reason + "\x00" + detail
+	if c.warned[key] == sig {
+		return
+	}
+	c.warned[key] = sig
+	c.recorder.Event(pod, corev1.EventTypeWarning, reason, bound(detail))
+}
+
+// stripManagedFields drops what the controller never reads from the pods
+// it caches (it watches every pod of the cluster).
+func stripManagedFields(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.ManagedFields = nil
+	}
+	return obj, nil
+}

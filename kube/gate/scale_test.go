@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/probed/probed/client"
 	"github.com/probed/probed/kube/gate"
 	"github.com/probed/probed/kube/podtarget"
 )
@@ -95,7 +96,36 @@ func (f *fixture) waitConditions(status corev1.ConditionStatus, n int, timeout t
 		if time.Now().After(deadline) {
 			f.t.Fatalf("%d of %d pods %s after %v", got, n, status, timeout)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Second) // a list of 2,000 pods is ~10 MB
+	}
+}
+
+// countFlips follows probed's events of the test's targets and returns a
+// function counting the flips of their readiness so far.
+func (f *fixture) countFlips() func() int {
+	var mu sync.Mutex
+	ready := map[string]bool{}
+	count := 0
+	ch := f.pc.Watch(f.t.Context(), client.WithLabels(map[string]string{podtarget.LabelNamespace: f.ns}))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for r := range ch {
+			mu.Lock()
+			for _, ev := range r.Events {
+				was, known := ready[ev.GetName()]
+				if ev.GetReady() != was && (known || ev.GetReady()) {
+					count++
+				}
+				ready[ev.GetName()] = ev.GetReady()
+			}
+			mu.Unlock()
+		}
+	})
+	f.t.Cleanup(wg.Wait)
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
 	}
 }
 
@@ -108,7 +138,8 @@ func TestThousandsOfPods(t *testing.T) {
 	f := setup(t)
 	n := envInt("PROBED_KUBE_PODS", 2000)
 	reg := prometheus.NewRegistry()
-	f.startController(gate.Options{Metrics: gate.NewMetrics(reg)})
+	f.startController(gate.Options{Metrics: gate.NewMetrics(reg), Workers: 32})
+	flips := f.countFlips()
 	start := time.Now()
 	// Probed every second: 2,000 HTTP probes a second on a shared machine.
 	ips := f.createPods(n, `{"readinessProbe": {"httpGet": {"port": "http", "path": "/healthz"}, "periodSeconds": 1, "failureThreshold": 1}}`)
@@ -121,6 +152,7 @@ func TestThousandsOfPods(t *testing.T) {
 			status = corev1.ConditionFalse
 		}
 		before, _ := patchCount(t, reg)
+		flipsBefore := flips()
 		flipped := time.Now()
 		for _, ip := range ips {
 			f.net.set(ip, healthy)
@@ -130,11 +162,14 @@ func TestThousandsOfPods(t *testing.T) {
 		time.Sleep(2 * time.Second) // patches that should not happen would show now
 		after, errs := patchCount(t, reg)
 		patches := after - before
+		nflips := flips() - flipsBefore
 		total += patches
-		t.Logf("round %d: %d pods %s in %v: %.0f status patches (%.0f/s), %.0f patch errors",
-			round, n, status, took.Round(time.Millisecond), patches, patches/took.Seconds(), errs)
-		if patches != float64(n) {
-			t.Errorf("round %d: %.0f patches for %d flips; want one per flip", round, patches, n)
+		t.Logf("round %d: %d pods %s in %v: %d flips in probed (%d beyond one per pod: the machine's load timed probes out), %.0f status patches (%.0f/s), %.0f patch errors",
+			round, n, status, took.Round(time.Millisecond), nflips, nflips-n, patches, patches/took.Seconds(), errs)
+		// One patch per flip at most (flips close together coalesce),
+		// and at least one per pod.
+		if patches > float64(nflips) || patches < float64(n) {
+			t.Errorf("round %d: %.0f patches for %d flips of %d pods; want one per flip at most", round, patches, nflips, n)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (c *Controller) desired() ([]*probev1.Target, map[string]*corev1.Pod) {
 		if inv, ok := errors.AsType[*podtarget.InvalidError](err); ok {
 			if prev := c.invalid[key]; prev.uid != string(pod.UID) || prev.detail != inv.Error() {
 				c.invalid[key] = badPod{uid: string(pod.UID), reason: ReasonInvalidProbes, detail: inv.Error()}
-				c.recorder.Event(pod, corev1.EventTypeWarning, ReasonInvalidProbes, bound(inv.Error()))
+				c.warnLocked(pod, ReasonInvalidProbes, inv.Error())
 				changed = append(changed, key)
 			}
 			continue
@@ -170,7 +170,7 @@ func (c *Controller) rejected(inv *client.InvalidError, desired []*probev1.Targe
 		pod := pods[name]
 		detail := strings.Join(details[name], "; ")
 		c.invalid[name] = badPod{uid: string(pod.UID), reason: ReasonInvalidProbes, detail: detail}
-		c.recorder.Event(pod, corev1.EventTypeWarning, ReasonInvalidProbes, bound(detail))
+		c.warnLocked(pod, ReasonInvalidProbes, detail)
 	}
 	c.mu.Unlock()
 	bad := map[string]bool{}
@@ -197,6 +197,7 @@ func (c *Controller) afterApply(ctx context.Context, resp *probev1.ApplyTargetsR
 	for _, cf := range resp.GetConflicts() {
 		if pod := pods[cf.GetName()]; pod != nil {
 			c.invalid[cf.GetName()] = badPod{uid: string(pod.UID), reason: ReasonConflict, detail: cf.GetMessage()}
+			c.warnLocked(pod, ReasonConflict, "probed's target "+cf.GetName()+": "+cf.GetMessage())
 		}
 	}
 	var reset []string
