@@ -7,7 +7,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -307,9 +306,6 @@ func podKey(pod, old *corev1.Pod) string {
 	}
 	return podtarget.Name(pod.Namespace, pod.Name)
 }
-
-// errStopped is returned by loops whose context ended.
-var errStopped = errors.New("stopped")
 
 // warnLocked sends a Warning Event about pod, unless the same one was the
 // last sent for this pod (an apply repeats on every pod change). c.mu is

@@ -28,7 +28,7 @@ func (c *Controller) watch(ctx context.Context) error {
 	for resp := range ch {
 		if resp.Err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the watch ended because the controller stops
 			}
 			return fmt.Errorf("watch probed: %w", resp.Err)
 		}

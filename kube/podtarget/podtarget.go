@@ -215,8 +215,8 @@ func aim(pod *corev1.Pod, path string, msg json.RawMessage) (json.RawMessage, []
 		var name string
 		if err := json.Unmarshal(p, &name); err != nil {
 			errs = append(errs, FieldError{Field: path + ".port", Detail: "Invalid value: " + err.Error()})
-		} else if port, err := resolvePort(pod, name); err != nil {
-			errs = append(errs, FieldError{Field: path + ".port", Detail: err.Error()})
+		} else if port, detail := resolvePort(pod, name); detail != "" {
+			errs = append(errs, FieldError{Field: path + ".port", Detail: detail})
 		} else {
 			fields["port"] = json.RawMessage(strconv.Itoa(port))
 		}
@@ -232,23 +232,24 @@ func aim(pod *corev1.Pod, path string, msg json.RawMessage) (json.RawMessage, []
 // (pkg/probe.ResolveContainerPort): the containerPort of the first
 // container port by that name, else the string as a number; it must be
 // 1-65535. kubelet looks in the probe's container; a pod's probes belong
-// to no container, so every container is searched in order.
-func resolvePort(pod *corev1.Pod, name string) (int, error) {
+// to no container, so every container is searched in order. detail says
+// why the port is bad, "" when it is not.
+func resolvePort(pod *corev1.Pod, name string) (port int, detail string) {
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
 			if p.Name == name {
-				return int(p.ContainerPort), nil
+				return int(p.ContainerPort), ""
 			}
 		}
 	}
 	port, err := strconv.Atoi(name)
 	if err != nil {
-		return 0, fmt.Errorf("Not found: %q: no container port by that name", name)
+		return 0, fmt.Sprintf("Not found: %q: no container port by that name", name)
 	}
 	if port < 1 || port > 65535 {
-		return 0, fmt.Errorf("Invalid value: %d: must be between 1 and 65535", port)
+		return 0, fmt.Sprintf("Invalid value: %d: must be between 1 and 65535", port)
 	}
-	return port, nil
+	return port, ""
 }
 
 // protojsonDetail drops protojson's "proto: " prefix and its unstable

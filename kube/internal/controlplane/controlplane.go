@@ -275,7 +275,7 @@ func (p *Plane) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-api.done:
-			return fmt.Errorf("kube-apiserver exited: %v", api.err)
+			return fmt.Errorf("kube-apiserver exited: %w", api.err)
 		case <-ctx.Done():
 			return errors.New("kube-apiserver not ready within 90 s")
 		case <-time.After(200 * time.Millisecond):

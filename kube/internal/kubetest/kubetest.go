@@ -136,7 +136,7 @@ func reexec() (int, error) {
 		args = append(args, "-r") // map the user to root in a new user namespace
 	}
 	if out, err := exec.Command("unshare", append(args, "true")...).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("network namespaces are not allowed here (unshare %s true: %v: %s)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return 0, fmt.Errorf("network namespaces are not allowed here (unshare %s true: %w: %s)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -162,7 +162,7 @@ func setUpLoopback() error {
 		{"addr", "add", PodCIDR, "dev", "lo"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
