@@ -204,3 +204,16 @@ func names(ts []*probev1.Target) []string {
 	}
 	return out
 }
+
+func TestLivenessFailureEvent(t *testing.T) {
+	f := setup(t)
+	f.startController(gate.Options{})
+	_, ip := f.pod("sick", `{"livenessProbe": {"httpGet": {"port": "http", "path": "/healthz"}, "periodSeconds": 1, "periodMilliseconds": -950, "failureThreshold": 2}}`, true)
+	f.net.set(ip, true)
+	f.condition("sick", "True", is(corev1.ConditionTrue, gate.ReasonReady))
+	f.net.set(ip, false)
+	// probed restarts nothing: the pod gets an Event, and stays ready (it
+	// has no readiness probe).
+	f.event("sick", "LivenessProbeFailed", "503")
+	f.condition("sick", "still True", is(corev1.ConditionTrue, gate.ReasonReady))
+}
