@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/kube/gate"
 	"github.com/probed/probed/kube/podtarget"
@@ -33,12 +35,14 @@ func TestProbedUnreachableKeepsConditions(t *testing.T) {
 	f.probed.Stop()
 	f.pc = nil
 	f.startProbed(probedtest.Options{Store: store})
-	metrics := gate.NewMetrics(nil)
+	reg := prometheus.NewRegistry()
+	metrics := gate.NewMetrics(reg)
 	f.startController(gate.Options{Metrics: metrics})
 	_, ip := f.pod("web-0", httpProbes, true)
 	f.net.set(ip, true)
 	f.condition("web-0", "True", is(corev1.ConditionTrue, gate.ReasonReady))
 	rv := f.resourceVersion("web-0")
+	patched, _ := patchCount(t, reg)
 
 	addr := f.probed.Addr
 	f.probed.Stop()
@@ -55,6 +59,9 @@ func TestProbedUnreachableKeepsConditions(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if got := f.resourceVersion("web-0"); got != rv {
 		t.Errorf("pod written after probed came back (resourceVersion %s -> %s)", rv, got)
+	}
+	if now, errs := patchCount(t, reg); now+errs != patched {
+		t.Errorf("%.0f patches while probed was away and back; want none", now+errs-patched)
 	}
 	// And it still follows the pod.
 	f.net.set(ip, false)
@@ -83,11 +90,16 @@ func TestControllerRestartConverges(t *testing.T) {
 	if err := f.kube.CoreV1().Pods(f.ns).Delete(t.Context(), "c", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	f.startController(gate.Options{})
+	reg := prometheus.NewRegistry()
+	f.startController(gate.Options{Metrics: gate.NewMetrics(reg)})
 	f.waitGone(podtarget.Name(f.ns, "c"))
 	time.Sleep(300 * time.Millisecond)
 	if a, b := f.resourceVersion("a"), f.resourceVersion("b"); a != rvA || b != rvB {
 		t.Errorf("restart wrote the pods (a %s -> %s, b %s -> %s); want no patch", rvA, a, rvB, b)
+	}
+	// Not even a patch that changes nothing.
+	if patches, errs := patchCount(t, reg); patches+errs != 0 {
+		t.Errorf("restarted controller sent %.0f patches (%.0f failed); want none", patches+errs, errs)
 	}
 	f.net.set(ips[0], false)
 	f.condition("a", "False", is(corev1.ConditionFalse, gate.ReasonNotReady))
