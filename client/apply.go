@@ -27,8 +27,10 @@ type TargetSet struct {
 }
 
 // ApplyChunkBytes bounds the targets of one message of an ApplyTargets
-// stream, well under the 4 MiB a gRPC server receives by default.
-const ApplyChunkBytes = 1 << 20
+// stream, well under probed's --max-request-bytes (1 MiB by default): a
+// message holds at least one target, so only a single target larger
+// than the server's limit is refused.
+const ApplyChunkBytes = 256 << 10
 
 // maxApplyResponseBytes bounds ApplyTargets' reply: up to 20,000 names of
 // up to 317 bytes in its lists.

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ func TestApplyTargetsOverStores(t *testing.T) {
 		{"dry run changes nothing", applyDryRun},
 		{"conflicts: another owner, CreateTarget", applyConflicts},
 		{"10,000 targets in one call", applyTenThousand},
+		{"probes keep their state", applyKeepsProbes},
 	}
 	for _, k := range teststore.Kinds {
 		t.Run(string(k), func(t *testing.T) {
@@ -96,7 +98,7 @@ func member(name string, extra ...string) *probev1.Target {
 
 func applyConverges(t *testing.T, k teststore.Kind) {
 	ctx := t.Context()
-	_, c := startOver(t, k, probedtest.Options{})
+	s, c := startOver(t, k, probedtest.Options{})
 	set := client.TargetSet{Owner: "ctl/a", Selector: sel, Targets: []*probev1.Target{member("ns/web-0.eu"), member("ns/web-1.eu"), member("ns/db")}}
 	first := mustApply(t, c, set, result{Created: []string{"ns/db", "ns/web-0.eu", "ns/web-1.eu"}})
 	got, err := c.Get(ctx, "ns/db")
@@ -138,6 +140,17 @@ func applyConverges(t *testing.T, k teststore.Kind) {
 	if diff := cmp.Diff([]string{"ns/web-1.eu", "ns/web-2.eu"}, listNames(t, c, "ns")); diff != "" {
 		t.Errorf("targets after pruning tier=front (-want +got):\n%s", diff)
 	}
+
+	// A new probed over the same store has the namespaced names and their
+	// owner, and the same set changes nothing there.
+	s.Stop()
+	s2 := probedtest.Start(t, probedtest.Options{Store: s.Store})
+	c2 := dial(t, s2.Addr)
+	if diff := cmp.Diff([]string{"ns/web-1.eu", "ns/web-2.eu"}, listNames(t, c2, "ns")); diff != "" {
+		t.Errorf("targets after a restart (-want +got):\n%s", diff)
+	}
+	set.Targets = []*probev1.Target{member("ns/web-1.eu"), member("ns/web-2.eu")}
+	mustApply(t, c2, set, result{Unchanged: []string{"ns/web-1.eu", "ns/web-2.eu"}})
 }
 
 func waitGone(t *testing.T, c *client.Client, name string) {
@@ -202,6 +215,43 @@ func applyConflicts(t *testing.T, k teststore.Kind) {
 	}
 }
 
+func applyKeepsProbes(t *testing.T, k teststore.Kind) {
+	ctx := t.Context()
+	_, c := startOver(t, k, probedtest.Options{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	port := int32(lis.Addr().(*net.TCPAddr).Port)
+	probed := func(extra ...string) *probev1.Target {
+		tg := member("ns/probed", extra...)
+		tg.ReadinessProbe = &probev1.Probe{PeriodSeconds: 1, Handler: &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: "127.0.0.1", Port: port}}}
+		return tg
+	}
+	set := client.TargetSet{Owner: "o", Selector: sel, Targets: []*probev1.Target{probed()}}
+	mustApply(t, c, set, result{Created: []string{"ns/probed"}})
+	ready, err := c.WaitReady(ctx, "ns/probed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, c, set, result{Unchanged: []string{"ns/probed"}})
+	same, err := c.Get(ctx, "ns/probed")
+	if err != nil || same.GetStatus().GetRevision() != ready.GetStatus().GetRevision() {
+		t.Fatalf("after the same set: revision %d (%v), was %d", same.GetStatus().GetRevision(), err, ready.GetStatus().GetRevision())
+	}
+	set.Targets = []*probev1.Target{probed("tier", "front")}
+	mustApply(t, c, set, result{Updated: []string{"ns/probed"}})
+	updated, err := c.Get(ctx, "ns/probed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := updated.GetStatus().GetReadiness(); !updated.GetStatus().GetReady() || !r.GetHasInitialized() ||
+		!r.GetLastTransitionTime().AsTime().Equal(ready.GetStatus().GetReadiness().GetLastTransitionTime().AsTime()) {
+		t.Errorf("after an update of labels the readiness probe restarted: ready %v, %v", updated.GetStatus().GetReady(), r)
+	}
+}
+
 func applyTenThousand(t *testing.T, k teststore.Kind) {
 	if testing.Short() {
 		t.Skip("10,000 targets")
@@ -215,7 +265,34 @@ func applyTenThousand(t *testing.T, k teststore.Kind) {
 		set.Targets = append(set.Targets, member(name))
 		want = append(want, name)
 	}
-	mustApply(t, c, set, result{Created: want})
+	// A watcher following live events sees every creation: the call's
+	// 10,000 events, published at once, may exceed its buffer (it is then
+	// ended as too slow and resumes from the history by itself).
+	wctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := c.Watch(wctx, client.WithNamespace("big"), client.WithKinds(probev1.EventKind_EVENT_KIND_CREATED))
+	for ev := range events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if ev.SnapshotComplete {
+			break
+		}
+	}
+	resp := mustApply(t, c, set, result{Created: want})
+	seen := 0
+	for ev := range events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		seen += len(ev.Events)
+		if ev.Revision >= resp.GetRevision() {
+			break
+		}
+	}
+	if seen != n {
+		t.Errorf("the watcher saw %d creations, want %d", seen, n)
+	}
 	if got := listNames(t, c, "big"); len(got) != n {
 		t.Fatalf("%d targets listed, want %d", len(got), n)
 	}

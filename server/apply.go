@@ -83,12 +83,17 @@ func sameHeader(set engine.ApplySet, req *probev1.ApplyTargetsRequest) *field.Er
 	return nil
 }
 
+// forwardAttempts bounds the tries of one forwarded update or prune of
+// ApplyTargets while the target's shard changes hands (Unavailable).
+const forwardAttempts = 3
+
 // forwardSet sends the updates and prunes of targets other replicas
-// probe to them; one that fails becomes a conflict of the result.
+// probe to them, retrying while a shard changes hands; one that fails
+// becomes a conflict of the result (the next apply retries it).
 func (s *Server) forwardSet(ctx context.Context, res *engine.ApplyResult) {
 	for _, spec := range res.ForwardUpdates {
 		req := &probev1.UpdateTargetRequest{Target: fromSpec(spec)}
-		_, err := forward(ctx, s, spec.Name, &engine.NotOwnedError{Name: spec.Name}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
+		err := forwardRetrying(ctx, s, spec.Name, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
 			return c.UpdateTarget(ctx, req)
 		})
 		if err != nil {
@@ -98,16 +103,34 @@ func (s *Server) forwardSet(ctx context.Context, res *engine.ApplyResult) {
 	}
 	for _, name := range res.ForwardDeletes {
 		req := &probev1.DeleteTargetRequest{Name: name}
-		_, err := forward(ctx, s, name, &engine.NotOwnedError{Name: name}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
+		err := forwardRetrying(ctx, s, name, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
 			return c.DeleteTarget(ctx, req)
 		})
-		if err != nil {
+		if err != nil && status.Code(err) != codes.NotFound {
 			res.Deleted = remove(res.Deleted, name)
 		}
 	}
 	if len(res.ForwardUpdates)+len(res.ForwardDeletes) > 0 {
 		res.Revision = max(res.Revision, s.engine.Revision())
 	}
+}
+
+// forwardRetrying forwards call to the owner of name, again after the
+// delay the owner-less answer asks for, up to forwardAttempts times.
+func forwardRetrying[R any](ctx context.Context, s *Server, name string, call func(context.Context, probev1.ProbeServiceClient) (R, error)) error {
+	var err error
+	for range forwardAttempts {
+		_, err = forward(ctx, s, name, &engine.NotOwnedError{Name: name}, call)
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-s.opts.Clock.After(retryOwnerless):
+		case <-ctx.Done():
+			return err
+		}
+	}
+	return err
 }
 
 func remove(names []string, name string) []string {

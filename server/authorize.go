@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -23,6 +24,11 @@ const (
 type Authorizer interface {
 	// Allowed reports whether identity may do verb to the target name.
 	Allowed(identity, verb, name string) bool
+	// Grants describes what identity may do: equal descriptions, equal
+	// access.
+	Grants(identity string) string
+	// Changed returns a channel closed the next time the policy changes.
+	Changed() <-chan struct{}
 }
 
 // allowed reports whether the caller of ctx may do verb to name.
@@ -65,4 +71,28 @@ func (s *Server) authorizeSet(ctx context.Context, set *engine.ApplySet) error {
 	id, a := engine.ClientFrom(ctx), s.opts.Authorizer
 	set.Writable = func(name string) bool { return a.Allowed(id, VerbWrite, name) }
 	return nil
+}
+
+// errAccessChanged ends a Watch stream whose caller's access changed.
+var errAccessChanged = errors.New("the authorization policy changed what this caller may read")
+
+// watchPolicy cancels ctx with errAccessChanged when the policy changes
+// what the caller of ctx may do (etcd checks a watch only when it is
+// created; a stream here follows the policy). It returns when ctx is
+// done.
+func (s *Server) watchPolicy(ctx context.Context, cancel context.CancelCauseFunc) {
+	a, id := s.opts.Authorizer, engine.ClientFrom(ctx)
+	grants := a.Grants(id)
+	for {
+		changed := a.Changed()
+		if a.Grants(id) != grants {
+			cancel(errAccessChanged)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }

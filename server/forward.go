@@ -35,7 +35,11 @@ type Forwarder interface {
 // Metadata of forwarded calls.
 const (
 	// MetadataForwardedBy names the replica that forwarded a call.
-	MetadataForwardedBy   = "probed-forwarded-by"
+	MetadataForwardedBy = "probed-forwarded-by"
+	// MetadataForwardedFor is the identity of the caller a replica
+	// forwards a call for; the owner honours it only from a replica's
+	// own credential (auth.Options.Replicas).
+	MetadataForwardedFor  = "probed-forwarded-for"
 	metadataAuthorization = "authorization"
 )
 
@@ -60,6 +64,9 @@ func forward[R any](ctx context.Context, s *Server, name string, err error, call
 		return zero, unavailable(fmt.Sprintf("target %q has no owner right now (its shard is changing hands): %v; retry", name, ferr))
 	}
 	out := metadata.Pairs(MetadataForwardedBy, s.opts.ReplicaID)
+	if id := engine.ClientFrom(ctx); id != "" {
+		out.Set(MetadataForwardedFor, id)
+	}
 	if auth := in.Get(metadataAuthorization); len(auth) > 0 {
 		out.Set(metadataAuthorization, auth...)
 	}

@@ -24,6 +24,9 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 	if req.GetTarget() == nil {
 		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
+	if err := s.authorize(ctx, VerbWrite, req.GetTarget().GetName()); err != nil {
+		return nil, err
+	}
 	t, err := s.engine.Create(ctx, toSpec(req.GetTarget()))
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -35,6 +38,9 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (*probev1.GetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
 		return nil, s.toStatus(err)
+	}
+	if err := s.authorize(ctx, VerbRead, req.GetName()); err != nil {
+		return nil, err
 	}
 	t, err := s.engine.Get(ctx, req.GetName())
 	if err != nil {
@@ -68,7 +74,7 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 		return nil, s.toStatus(err)
 	}
 	opts := listOptions(after, size, req.GetLabelSelector())
-	opts.Namespace = req.GetNamespace()
+	opts.Namespace, opts.Visible = req.GetNamespace(), s.visible(ctx)
 	ts, more, err := s.engine.List(ctx, opts)
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -92,6 +98,9 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 	if req.GetTarget() == nil {
 		return nil, s.toStatus(field.List{field.Required(field.NewPath("target"), "a target is required")}.Err())
 	}
+	if err := s.authorize(ctx, VerbWrite, req.GetTarget().GetName()); err != nil {
+		return nil, err
+	}
 	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
 	if err != nil {
 		return forward(ctx, s, req.GetTarget().GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
@@ -114,6 +123,9 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
+	if err := s.authorize(ctx, VerbWrite, req.GetName()); err != nil {
+		return nil, err
+	}
 	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
 	if err != nil {
 		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
@@ -134,6 +146,9 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 	if err := errs.Err(); err != nil {
 		return nil, s.toStatus(err)
 	}
+	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
+		return nil, err
+	}
 	at := s.opts.Clock.Now()
 	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
 	if err != nil {
@@ -152,6 +167,9 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetRequest) (*probev1.ResetTargetResponse, error) {
 	if err := validateName(req.GetName()); err != nil {
 		return nil, s.toStatus(err)
+	}
+	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
+		return nil, err
 	}
 	t, err := s.engine.Reset(ctx, req.GetName())
 	if err != nil {

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/field"
@@ -22,6 +27,18 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 	opts, err := watchOptions(req)
 	if err != nil {
 		return s.toStatus(err)
+	}
+	opts.Visible = s.visible(ctx)
+	if s.opts.Authorizer != nil {
+		// A change of what the caller may read ends the stream with
+		// PermissionDenied; the client watches again, from the revision
+		// it reached, under the new policy.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel(nil) // before the wait: it ends the goroutine
+		wg.Go(func() { s.watchPolicy(ctx, cancel) })
 	}
 	w, err := s.engine.Watch(ctx, opts)
 	if err != nil {
@@ -42,6 +59,9 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 			}
 			continue
 		case err != nil:
+			if errors.Is(context.Cause(ctx), errAccessChanged) {
+				return status.Error(codes.PermissionDenied, fmt.Sprintf("%s: %q may watch again from revision %d", errAccessChanged, engine.ClientFrom(ctx), w.Progress()+1))
+			}
 			if ctx.Err() != nil {
 				return s.toStatus(ctx.Err())
 			}

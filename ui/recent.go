@@ -140,7 +140,7 @@ func followReadiness(targets map[string]*timelineState, ev *engine.Event, from t
 // when empty) up to revision end, oldest first. Events older than the
 // retained history are not seen.
 func (s *Server) scanHistory(ctx context.Context, names []string, end uint64, fn func(*engine.Event)) error {
-	opts := engine.WatchOptions{Since: 1, Names: names}
+	opts := engine.WatchOptions{Since: 1, Names: names, Visible: s.visible(ctx)}
 	var w *engine.Watcher
 	var err error
 	for range 3 { // the history may move on between attempts

@@ -169,14 +169,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 // when it has one (resumed), else (also when that revision has left the
 // history) a snapshot; reason says why a snapshot.
 func (s *Server) watch(ctx context.Context, after uint64, resume bool) (w *engine.Watcher, resumed bool, reason string, err error) {
+	visible := s.visible(ctx)
 	if !resume {
-		w, err = s.eng.Watch(ctx, engine.WatchOptions{})
+		w, err = s.eng.Watch(ctx, engine.WatchOptions{Visible: visible})
 		return w, false, "new stream", err
 	}
-	w, err = s.eng.Watch(ctx, engine.WatchOptions{Since: after + 1})
+	w, err = s.eng.Watch(ctx, engine.WatchOptions{Since: after + 1, Visible: visible})
 	if _, compacted := errors.AsType[*engine.CompactedError](err); compacted {
 		s.log.Info("status page: the revision to resume from is no longer retained; sending a new snapshot", "after", after, "err", err)
-		w, err = s.eng.Watch(ctx, engine.WatchOptions{})
+		w, err = s.eng.Watch(ctx, engine.WatchOptions{Visible: visible})
 		return w, false, "compacted", err
 	}
 	return w, true, "", err

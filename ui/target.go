@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/probed/probed/engine"
@@ -15,6 +16,9 @@ const targetEvents = 100
 
 // serveTarget writes the target as Options.TargetJSON encodes it.
 func (s *Server) serveTarget(w http.ResponseWriter, r *http.Request) {
+	if !s.readable(w, r) {
+		return
+	}
 	t, err := s.eng.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, err)
@@ -33,6 +37,9 @@ func (s *Server) serveTarget(w http.ResponseWriter, r *http.Request) {
 // serveTargetEvents writes {"events":[...]}: the target's last events
 // retained in the history, oldest first.
 func (s *Server) serveTargetEvents(w http.ResponseWriter, r *http.Request) {
+	if !s.readable(w, r) {
+		return
+	}
 	events, err := s.history(r.Context(), r.PathValue("name"), targetEvents)
 	if err != nil {
 		s.fail(w, err)
@@ -62,6 +69,17 @@ func (s *Server) history(ctx context.Context, name string, n int) ([]eventView, 
 // indented.
 func viewJSON(t *engine.Target) ([]byte, error) {
 	return json.MarshalIndent(viewTarget(t), "", "  ")
+}
+
+// readable reports whether the caller may read the target of the
+// request's path; if not, it answers 404, as for a target that does not
+// exist (the page says nothing about what the caller may not read).
+func (s *Server) readable(w http.ResponseWriter, r *http.Request) bool {
+	if v := s.visible(r.Context()); v != nil && !v(r.PathValue("name")) {
+		s.fail(w, fmt.Errorf("target %q: %w", r.PathValue("name"), engine.ErrNotFound))
+		return false
+	}
+	return true
 }
 
 // fail writes err as a JSON error with the status it maps to.

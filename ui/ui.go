@@ -62,6 +62,20 @@ type Options struct {
 	// and which replicas are live; the page shows both. Nil on a single
 	// node.
 	Cluster Cluster
+	// Visible, when set, returns the read filter of the caller of a
+	// request's context (probed --authz-policy): the page, its streams
+	// and /api/targets show only the targets it accepts. A filter reads
+	// the policy in force, so a stream drops the events of targets its
+	// caller can no longer read. Nil: every target.
+	Visible func(ctx context.Context) func(name string) bool
+}
+
+// visible is the read filter of the caller of ctx (nil: every target).
+func (s *Server) visible(ctx context.Context) func(name string) bool {
+	if s.opts.Visible == nil {
+		return nil
+	}
+	return s.opts.Visible(ctx)
 }
 
 func (o *Options) setDefaults() {

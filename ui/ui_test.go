@@ -45,6 +45,8 @@ type pageOptions struct {
 	viewJSON bool
 	// cluster is ui.Options.Cluster.
 	cluster ui.Cluster
+	// visible is ui.Options.Visible.
+	visible func(ctx context.Context) func(name string) bool
 }
 
 func newPage(t *testing.T, o pageOptions) *page {
@@ -52,7 +54,7 @@ func newPage(t *testing.T, o pageOptions) *page {
 	p := &page{clock: clockwork.NewFakeClock()}
 	p.probed = probedtest.Start(t, probedtest.Options{Clock: clockwork.NewFakeClock(), Engine: o.engine})
 	p.eng = p.probed.Engine
-	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON, Cluster: o.cluster}
+	uo := ui.Options{Clock: p.clock, TargetJSON: server.TargetJSON, Cluster: o.cluster, Visible: o.visible}
 	if o.viewJSON {
 		uo.TargetJSON = nil
 	}

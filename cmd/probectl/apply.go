@@ -40,7 +40,8 @@ target the server rejects is reported, and the others are still applied.
 
 With --prune, the files are the complete set (kubectl's convention): in
 one ApplyTargets call, probed creates and updates them and deletes the
-targets of the same --owner (default "probectl") that carry the
+targets of the same --owner (default "probectl", with -n "NAMESPACE/probectl",
+so that each namespace's set is pruned on its own) that carry the
 --selector labels and are no longer in the files. Every target in the
 files must carry those labels. Targets of another owner, or created
 without --prune, are never changed: a name they hold is reported as a
@@ -80,6 +81,11 @@ conflict. --dry-run prints the plan and changes nothing.`,
 				if prune.selector, err = parseSelector(selector); err != nil {
 					return &usageError{err}
 				}
+				// kubectl prunes within -n's namespace: each namespace's
+				// set is its own owner's, unless --owner says otherwise.
+				if !cmd.Flags().Changed("owner") && o.namespace != "" {
+					prune.owner = o.namespace + "/" + prune.owner
+				}
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if prune.enabled {
@@ -93,7 +99,7 @@ conflict. --dry-run prints the plan and changes nothing.`,
 	f.StringArrayVarP(&files, "filename", "f", nil, `file or directory of target specs, JSON or YAML; "-" for standard input; may be repeated`)
 	f.BoolVar(&prune.enabled, "prune", false, "the files are the whole set: delete the owner's targets with the --selector labels that they leave out")
 	f.StringVarP(&selector, "selector", "l", "", "with --prune: the labels KEY=VALUE,... that scope the set")
-	f.StringVar(&prune.owner, "owner", "probectl", "with --prune: the owner (set name) of the targets")
+	f.StringVar(&prune.owner, "owner", "probectl", `with --prune: the owner (set name) of the targets; with -n, "NAMESPACE/probectl" by default`)
 	f.BoolVar(&prune.dryRun, "dry-run", false, "with --prune: print what would be done, change nothing")
 	return cmd
 }

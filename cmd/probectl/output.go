@@ -78,7 +78,8 @@ func printTargets(w io.Writer, format string, now time.Time, targets []*probev1.
 // result and effective period, AGE and why the target is not ready (the
 // MESSAGE column); wide adds LABELS, REVISION, REPLICA (the replica
 // that probes the target; only when a target has one, that is in a
-// cluster) and the message of a passing probe.
+// cluster), OWNER (the ApplyTargets set it belongs to; only when a target
+// has one) and the message of a passing probe.
 func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "NAME\tPHASE\tSTARTED\tLIVE\tREADY\tSTARTUP\tLIVENESS\tREADINESS\tAGE\t"
@@ -88,6 +89,10 @@ func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wid
 	}
 	if clustered {
 		header += "REPLICA\t"
+	}
+	owned := wide && slices.ContainsFunc(targets, func(t *probev1.Target) bool { return t.GetOwner() != "" })
+	if owned {
+		header += "OWNER\t"
 	}
 	_, _ = fmt.Fprintln(tw, header+"MESSAGE")
 	for _, t := range targets {
@@ -101,6 +106,9 @@ func printTargetTable(w io.Writer, now time.Time, targets []*probev1.Target, wid
 		}
 		if clustered {
 			_, _ = fmt.Fprintf(tw, "%s\t", orDash(st.GetReplica()))
+		}
+		if owned {
+			_, _ = fmt.Fprintf(tw, "%s\t", orDash(t.GetOwner()))
 		}
 		_, _ = fmt.Fprintln(tw, messageCell(t, wide))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,8 +48,22 @@ func TestApplyPrune(t *testing.T) {
 	write("a.yaml", "name: web-0\nlabels: {app: web, tier: front}\n")
 	run("target/team-a/web-0 configured\ntarget/team-a/web-1 pruned\n")
 
+	// Another namespace's set with the same selector is its own: applying
+	// it prunes nothing of team-a's.
+	if r := probectl(ctx, s.Addr, "name: web-9\nlabels: {app: web}\n", "apply", "-n", "team-b", "--prune", "-l", "app=web", "-f", "-"); r.code != 0 || r.out != "target/team-b/web-9 created\n" {
+		t.Errorf("apply -n team-b --prune: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	run("target/team-a/web-0 unchanged\n")
+
+	r := probectl(ctx, s.Addr, "", "list", "-n", "team-a", "-o", "wide")
+	rows := tableRows(r.out)
+	col := slices.Index(rows[0], "OWNER")
+	if r.code != 0 || len(rows) != 3 || col < 0 || rows[1][col] != "-" || rows[2][col] != "team-a/probectl" {
+		t.Errorf("list -o wide: code %d, rows %q; want an OWNER column, - for team-a/plain and team-a/probectl for team-a/web-0", r.code, rows)
+	}
+
 	write("b.yaml", "name: plain\nlabels: {app: web}\n")
-	r := probectl(ctx, s.Addr, "", "apply", "-n", "team-a", "--prune", "-l", "app=web", "-f", dir)
+	r = probectl(ctx, s.Addr, "", "apply", "-n", "team-a", "--prune", "-l", "app=web", "-f", dir)
 	if r.code == 0 || !strings.Contains(r.err, "target/team-a/plain: conflict: exists, created by CreateTarget") {
 		t.Errorf("a name held outside the set: code %d, stderr %q", r.code, r.err)
 	}

@@ -76,6 +76,8 @@ func TestREADME(t *testing.T) {
 	}{
 		{"grpcurl session", testGrpcurlSession},
 		{"probectl session", testProbectlSession},
+		{"probectl apply --prune session", testPruneSession},
+		{"authorization session", testAuthzSession},
 		{"probectl help examples", testProbectlHelpExamples},
 		{"Go client", testGoClient},
 	} {
@@ -283,6 +285,79 @@ func testProbectlSession(t *testing.T, e *readmeEnv) {
 			t.Errorf("command %d, %s: output differs from the README (-README +got):\n%s\ngot:\n%s", i, s.cmd, diff, got)
 		}
 	}
+}
+
+// testPruneSession runs the README's `probectl apply --prune` session in
+// the sandbox, as testProbectlSession does.
+func testPruneSession(t *testing.T, e *readmeEnv) {
+	e.runSession(t, "probectl-prune-session", 4)
+}
+
+// testAuthzSession writes the README's policy to policy.yaml in the
+// sandbox and runs its authorization session there: the probed command
+// it starts in the background runs in this process (its port mapped, its
+// files in the sandbox), the others as testProbectlSession runs them.
+func testAuthzSession(t *testing.T, e *readmeEnv) {
+	policy := readmeBlock(t, e.root, "authz-policy")
+	policy = strings.TrimPrefix(strings.TrimSpace(policy), "```yaml")
+	policy = strings.TrimSuffix(policy, "```")
+	if err := os.WriteFile(filepath.Join(e.sandbox, "policy.yaml"), []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.runSession(t, "authz-session", 4)
+}
+
+// runSession runs the console block marker (at least min commands) in the
+// sandbox. A command "probed ARGS &" starts probed in this process with
+// ARGS (files relative to the sandbox; its --addr port mapped to a free
+// one) for the commands after it.
+func (e *readmeEnv) runSession(t *testing.T, marker string, minSteps int) {
+	t.Helper()
+	steps := readmeSession(t, e.root, marker)
+	if len(steps) < minSteps {
+		t.Fatalf("README session %s has %d commands, want at least %d", marker, len(steps), minSteps)
+	}
+	for i, s := range steps {
+		if args, ok := strings.CutPrefix(s.cmd, "probed "); ok && strings.HasSuffix(args, " &") {
+			e.startReadmeProbed(t, strings.Fields(strings.TrimSuffix(args, " &")))
+			continue
+		}
+		out, code := e.shell(t, s.cmd, len(s.output), s.follow)
+		switch {
+		case s.fails() && code == 0:
+			t.Errorf("command %d succeeded; the README shows it failing:\n%s\n%s", i, s.cmd, out)
+		case !s.fails() && code != 0:
+			t.Fatalf("command %d failed (%d):\n%s\n%s", i, code, s.cmd, out)
+		}
+		got := e.toREADME(out)
+		if diff := cmp.Diff(normalize(s.output), normalize(lines(got))); diff != "" {
+			t.Errorf("command %d, %s: output differs from the README (-README +got):\n%s\ngot:\n%s", i, s.cmd, diff, got)
+		}
+	}
+}
+
+// startReadmeProbed starts probed with a README command's args: files
+// relative to the sandbox, the --addr port mapped to a free port, no
+// metrics or status page listener, a data dir of the test's.
+func (e *readmeEnv) startReadmeProbed(t *testing.T, args []string) {
+	t.Helper()
+	var readmePort string
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--addr":
+			_, readmePort, _ = net.SplitHostPort(args[i+1])
+			args[i+1] = "127.0.0.1:0"
+		case "--auth-token-file", "--authz-policy":
+			args[i+1] = filepath.Join(e.sandbox, args[i+1])
+		}
+	}
+	args = append(args, "--metrics-addr=", "--ui-addr=", "--data-dir", t.TempDir(), "--log-level", "warn")
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatalf("probed %q: %v", args, err)
+	}
+	_, port, _ := net.SplitHostPort(startServer(t, cfg))
+	e.ports[readmePort] = port
 }
 
 // volatile are what changes from run to run in probectl's output.

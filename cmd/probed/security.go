@@ -19,6 +19,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/server"
 	"github.com/probed/probed/server/admission"
 	"github.com/probed/probed/server/auth"
 	"github.com/probed/probed/server/hostguard"
@@ -42,6 +43,8 @@ type securityConfig struct {
 	tlsCert, tlsKey string
 	clientCA        string
 	tokenFile       string
+	authzPolicy     string
+	peerIdentities  commaList
 	insecure        bool
 	openHealth      bool
 	reloadInterval  time.Duration
@@ -63,6 +66,8 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM file of the TLS certificate's private key")
 	fs.StringVar(&c.clientCA, "client-ca", "", "PEM file of the CA certificates that sign client certificates: clients must present one (mutual TLS); the identity is its CN or first DNS name")
 	fs.StringVar(&c.tokenFile, "auth-token-file", "", `file of bearer tokens, one per line as "token [name]": every call needs "authorization: Bearer <token>"; reloaded when it changes`)
+	fs.StringVar(&c.authzPolicy, "authz-policy", "", "YAML file of authorization rules granting identities read, write and operate on target-name prefixes; everything else is denied (see SECURITY.md); reloaded when it changes. Unset: every authenticated caller may do everything")
+	fs.Var(&c.peerIdentities, "peer-identities", "comma-separated identities (certificate or token names) of the cluster's replicas: a call they forward is authorized and rate-limited as the original caller they name")
 	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback --addr, --ui-addr or --metrics-addr without TLS or authentication (anyone who reaches it can use probed)")
 	fs.BoolVar(&c.openHealth, "open-health", true, "leave grpc.health.v1.Health open to callers without credentials (reflection always requires them)")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", auth.DefaultReloadInterval, "how often the certificate, client CA and token files are checked for changes")
@@ -74,7 +79,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxTargetsPerClient, "max-targets-per-client", 0, "maximum number of targets one client identity may own (0: no limit but --max-targets)")
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
-	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe and ResetTarget calls allowed per second per client (0: no limit)")
+	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe, ResetTarget and ApplyTargets calls allowed per second per client (0: no limit)")
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
 }
 
@@ -87,6 +92,8 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.clientCA != "" && c.tlsCert == "":
 		return errors.New("--client-ca needs --tls-cert and --tls-key: mutual TLS is TLS")
+	case c.authzPolicy != "" && !c.authenticates():
+		return errors.New("--authz-policy needs authentication (--auth-token-file or --client-ca): its rules grant identities")
 	case c.reloadInterval <= 0:
 		return fmt.Errorf("--reload-interval %v: must be positive", c.reloadInterval)
 	case c.maxTargetsPerClient < 0:
@@ -146,6 +153,7 @@ type security struct {
 	log    *slog.Logger
 	certs  *auth.Certs  // nil without TLS
 	tokens *auth.Tokens // nil without token authentication
+	policy *auth.Policy // nil without --authz-policy
 	authn  *auth.Authenticator
 
 	guard *hostguard.Guard // Host and Origin checks of the HTTP listeners
@@ -177,10 +185,19 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		s.tokens = tokens
 		reload = append(reload, tokens)
 	}
+	if sc.authzPolicy != "" {
+		policy, err := auth.LoadPolicy(sc.authzPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("--authz-policy: %w", err)
+		}
+		s.policy = policy
+		reload = append(reload, policy)
+	}
 	ao := auth.Options{
 		Tokens:      s.tokens,
 		ClientCerts: sc.clientCA != "",
 		OpenHealth:  sc.openHealth,
+		Replicas:    sc.peerIdentities,
 		Logger:      log,
 	}
 	if sc.registrationsPerSecond > 0 {
@@ -200,6 +217,26 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		s.wg.Go(func() { auth.Watch(ctx, sc.reloadInterval, log, reload...) })
 	}
 	return s, nil
+}
+
+// authorizer is the API's authorization (nil: everything allowed).
+func (s *security) authorizer() server.Authorizer {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy
+}
+
+// readFilter is the status page's read filter of a request's caller
+// under --authz-policy (nil without it).
+func (s *security) readFilter() func(ctx context.Context) func(name string) bool {
+	if s.policy == nil {
+		return nil
+	}
+	return func(ctx context.Context) func(name string) bool {
+		id := engine.ClientFrom(ctx)
+		return func(name string) bool { return s.policy.Allowed(id, auth.VerbRead, name) }
+	}
 }
 
 // warn logs the configurations that are allowed but weak.

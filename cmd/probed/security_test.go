@@ -137,6 +137,7 @@ func TestSecurityFlags(t *testing.T) {
 		{name: "negative rate", args: []string{"--registrations-per-second", "-1"}, wantErr: "--registrations-per-second"},
 		{name: "zero burst", args: []string{"--registrations-burst", "0"}, wantErr: "--registrations-burst"},
 		{name: "zero reload interval", args: []string{"--reload-interval", "0s"}, wantErr: "--reload-interval"},
+		{name: "a policy without authentication", args: []string{"--authz-policy", "p.yaml"}, wantErr: "--authz-policy needs authentication"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -98,12 +98,13 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	// The service's own options after authentication's (GRPCOptions).
 	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
 	server.New(eng, server.Options{
-		Logger:    log,
-		Observer:  tel.serverObserver(),
-		Forwarder: be.forward,
-		Replicas:  be.replicas,
-		ReplicaID: be.replica,
-		Addr:      lis.Addr().String(),
+		Logger:     log,
+		Observer:   tel.serverObserver(),
+		Forwarder:  be.forward,
+		Replicas:   be.replicas,
+		ReplicaID:  be.replica,
+		Addr:       lis.Addr().String(),
+		Authorizer: sec.authorizer(),
 	}).Register(g)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)

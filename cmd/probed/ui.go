@@ -50,7 +50,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
-	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline}
+	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline, Visible: sec.readFilter()}
 	if be.replicas != nil {
 		opts.Cluster = pageCluster{be.replicas, be.replica}
 	}

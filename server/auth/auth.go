@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,9 @@ var DefaultRateLimited = []string{
 	probev1.ProbeService_UpdateTarget_FullMethodName,
 	probev1.ProbeService_TriggerProbe_FullMethodName,
 	probev1.ProbeService_ResetTarget_FullMethodName,
+	// One token per call, whatever the size of its set (its creates are
+	// bounded by the target limits).
+	probev1.ProbeService_ApplyTargets_FullMethodName,
 }
 
 // Options configure an Authenticator. The zero value authenticates no one
@@ -74,7 +78,13 @@ type Options struct {
 	// LimitHelp names the setting of the limit in the error message, e.g.
 	// "--registrations-per-second 10".
 	LimitHelp string
-	Logger    *slog.Logger
+	// Replicas are the identities of the cluster's replicas (their client
+	// certificates' or tokens' names). A call from one of them that
+	// carries the metadata "probed-forwarded-for" (a call forwarded to
+	// the target's owner) is authorized and rate-limited as that identity,
+	// the original caller's; from anyone else that metadata is ignored.
+	Replicas []string
+	Logger   *slog.Logger
 }
 
 // Authenticator holds the checks; its interceptors and HTTP middleware
@@ -178,6 +188,7 @@ func (a *Authenticator) admit(ctx context.Context, method string) (context.Conte
 		a.opts.Logger.Debug("call refused: not authenticated", "method", method, "peer", peerAddr(ctx), "err", err)
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
+	id = a.forwardedFor(ctx, id)
 	if a.opts.Limiter != nil && a.limited[method] {
 		if ok, wait := a.opts.Limiter.Allow(id); !ok {
 			a.opts.Logger.Debug("call refused: rate limit", "method", method, "identity", id, "retry_after", wait)
@@ -185,6 +196,25 @@ func (a *Authenticator) admit(ctx context.Context, method string) (context.Conte
 		}
 	}
 	return engine.WithClient(ctx, id), nil
+}
+
+// metadataForwardedFor is server.MetadataForwardedFor.
+const metadataForwardedFor = "probed-forwarded-for"
+
+// forwardedFor returns the identity a call is made for: the
+// "probed-forwarded-for" metadata when the caller, id, is a replica, id
+// otherwise.
+func (a *Authenticator) forwardedFor(ctx context.Context, id string) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(metadataForwardedFor)
+	if len(v) != 1 || v[0] == "" {
+		return id
+	}
+	if !slices.Contains(a.opts.Replicas, id) {
+		a.opts.Logger.Debug("forwarded-for metadata ignored: the caller is not a replica", "identity", id, "claimed", v[0])
+		return id
+	}
+	return v[0]
 }
 
 func rateLimited(id string, wait time.Duration, help string) error {

@@ -1,0 +1,47 @@
+package ui_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
+)
+
+// TestVisible: with Options.Visible (probed --authz-policy), a caller
+// gets only the targets it may read: another's target and its events are
+// 404, as a target that does not exist; its own (a namespaced name, '/'
+// escaped in the URL) are served.
+func TestVisible(t *testing.T) {
+	t.Parallel()
+	p := newPage(t, pageOptions{
+		// The caller's identity from a header, as auth.HTTP would set it.
+		protect: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.ServeHTTP(w, r.WithContext(engine.WithClient(r.Context(), r.Header.Get("X-Identity"))))
+			})
+		},
+		visible: func(ctx context.Context) func(string) bool {
+			prefix := engine.ClientFrom(ctx) + "/"
+			return func(name string) bool { return strings.HasPrefix(name, prefix) }
+		},
+	})
+	p.create(t, &target.Spec{Name: "team-a/web"})
+	p.create(t, &target.Spec{Name: "team-b/web"})
+	as := http.Header{"X-Identity": {"team-a"}}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/api/targets/team-a%2Fweb", http.StatusOK},
+		{"/api/targets/team-a%2Fweb/events", http.StatusOK},
+		{"/api/targets/team-b%2Fweb", http.StatusNotFound},
+		{"/api/targets/team-b%2Fweb/events", http.StatusNotFound},
+	} {
+		if code, _, body := p.get(t, c.path, as); code != c.want {
+			t.Errorf("GET %s as team-a: %d %s, want %d", c.path, code, body, c.want)
+		}
+	}
+}
