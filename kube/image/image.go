@@ -74,7 +74,6 @@ func Build(s Spec) (v1.Image, error) {
 		"org.opencontainers.image.description": "Kubernetes-style health probes with millisecond periods, and probed-kube, its readiness-gate controller",
 		"org.opencontainers.image.version":     s.Version,
 		"org.opencontainers.image.source":      s.Source,
-		"org.opencontainers.image.licenses":    "Apache-2.0",
 	}
 	return mutate.ConfigFile(img, cfg)
 }
