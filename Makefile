@@ -13,7 +13,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean tools
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean tools kube-bins test-kube bench-kube image
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,13 +26,14 @@ checkgenerate: generate ## Fail if the committed generated code differs from a f
 		git status --porcelain -- proto/; git diff --stat -- proto/; \
 		echo "generated code is out of date: run 'make generate' and commit"; exit 1; fi
 
-lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint.
+lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint (of the main module and of kube/).
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 	@out="$$(gofmt -l $(GOFILES))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(TOOL) golangci-lint run ./...
+	cd kube && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 
 breaking: ## buf breaking against the main branch (when main has the proto).
 	@if git rev-parse --verify --quiet main:proto/probe/v1/probe.proto >/dev/null; then \
@@ -44,8 +45,9 @@ tools: ## Build the pinned go tools (buf, grpcurl, golangci-lint, protoc-gen-go*
 		echo "building $$t ..."; $(TOOL) -n $$t >/dev/null || exit 1; done
 	@echo "tools built: the first go tool -modfile=tools/go.mod ... now starts at once"
 
-build: ## Build probed, probectl and probed-bench into bin/.
+build: ## Build probed, probectl, probed-bench and probed-kube into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+	cd kube && $(GO) build -ldflags "$(LDFLAGS)" -o $(abspath $(BIN))/ ./cmd/probed-kube
 
 run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
 	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)' --allow-self-probes
@@ -60,9 +62,10 @@ cluster: ## Three probed replicas over a local etcd (built from the Go module pr
 # test, the other-language examples) are listed at the end: go test itself
 # says nothing of a passing package's skips.
 SKIP_REPORT ?= $(CURDIR)/.test-skipped
-test: ## Run every test with the race detector (about 10 min on 2 cores; of the cluster process tests, the SIGKILL one).
+test: kube-bins ## Run every test with the race detector, the kube module's on a real control plane too (about 15 min on 2 cores, plus ~10 min once to build the control plane; of the cluster process tests, the SIGKILL one).
 	@rm -f '$(SKIP_REPORT)'
 	@PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...; rc=$$?; \
+	(cd kube && PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...) || rc=1; \
 	if [ -s '$(SKIP_REPORT)' ]; then echo; echo "SKIPPED here, required in CI:"; sed 's/^/  /' '$(SKIP_REPORT)'; fi; \
 	rm -f '$(SKIP_REPORT)'; exit $$rc
 
@@ -85,6 +88,25 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) inputs (seed corpora under */testd
 	$(GO) test -run '^$$' -fuzz '^FuzzValidSpecRuns$$' -fuzztime $(FUZZTIME) ./check
 	$(GO) test -run '^$$' -fuzz '^FuzzBoundMessage$$' -fuzztime $(FUZZTIME) ./engine/probe
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./store/codec
+
+# The kube module (kube/go.mod: probed-kube, client-go) is outside ./...;
+# its tests run on a real control plane, built once into a cache outside
+# the repository (kube/controlplane/build.sh; PROBED_KUBE_BIN moves it).
+kube-bins: ## Build kube-apiserver, kube-controller-manager v1.37.2 and etcd for the kube tests into ~/.cache/probed (cold ~10 min, warm ~30 s, then reused).
+	GO=$(GO) ./kube/controlplane/build.sh
+
+test-kube: kube-bins ## Only the kube module's tests (part of `test`) on a real control plane, required (PROBED_REQUIRE_KUBE=1).
+	cd kube && PROBED_REQUIRE_KUBE=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+bench-kube: kube-bins ## probed-kube's figures (BENCHMARKS.md): readiness latency beside kubelet's period model, and patches per flip with 2,000 pods.
+	cd kube && PROBED_REQUIRE_KUBE=1 PROBED_KUBE_BENCH=1 $(GO) test -count=1 -timeout 20m -run '^(TestLatency|TestThousandsOfPods)$$' -v ./gate
+
+image: ## Build the container image (static binaries, non-root, CA certificates) with no registry: bin/probed-image.tar (docker/podman load) and the OCI layout bin/oci.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(BIN)/static/ ./cmd/probed ./cmd/probectl
+	cd kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(abspath $(BIN))/static/ ./cmd/probed-kube
+	cd kube && $(GO) run ./cmd/probed-image --version '$(VERSION)' --tar $(abspath $(BIN))/probed-image.tar --layout $(abspath $(BIN))/oci \
+		$(abspath $(BIN))/static/probed $(abspath $(BIN))/static/probectl $(abspath $(BIN))/static/probed-kube
+	cd kube && $(GO) test -count=1 -run '^TestMadeImage$$' ./image
 
 check: checkgenerate lint breaking build test test-cluster fuzz ## Everything CI runs.
 
