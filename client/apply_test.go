@@ -25,27 +25,13 @@ import (
 // List and Watch filters see NAMESPACE/NAME.
 func TestApplyTargetsOverStores(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, k teststore.Kind)
-	}{
+	overStores(t, []storeCase{
 		{"create update prune, idempotent", applyConverges},
 		{"dry run changes nothing", applyDryRun},
 		{"conflicts: another owner, CreateTarget", applyConflicts},
 		{"10,000 targets in one call", applyTenThousand},
 		{"probes keep their state", applyKeepsProbes},
-	}
-	for _, k := range teststore.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, k)
-				})
-			}
-		})
-	}
+	})
 }
 
 // result is the lists of a reply, for comparing.

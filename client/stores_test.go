@@ -27,10 +27,7 @@ import (
 // prefix.
 func TestAPIOverStores(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, k teststore.Kind)
-	}{
+	overStores(t, []storeCase{
 		{"create get list update delete, then a restart", storeCRUD},
 		{"AlreadyExists and NotFound", storeErrors},
 		{"racing creates of one name: one wins", storeRacingCreates},
@@ -38,7 +35,18 @@ func TestAPIOverStores(t *testing.T) {
 		{"watch from a revision", storeWatchSince},
 		{"watch from a compacted revision is OutOfRange", storeWatchCompacted},
 		{"trigger and reset", storeTriggerReset},
-	}
+	})
+}
+
+// storeCase is a test run over each kind of store.
+type storeCase struct {
+	name string
+	run  func(t *testing.T, k teststore.Kind)
+}
+
+// overStores runs every case, in parallel, over each kind of store.
+func overStores(t *testing.T, cases []storeCase) {
+	t.Helper()
 	for _, k := range teststore.Kinds {
 		t.Run(string(k), func(t *testing.T) {
 			t.Parallel()
