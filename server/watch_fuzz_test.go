@@ -25,6 +25,7 @@ func FuzzWatchRequest(f *testing.F) {
 		{Names: []string{"Not_A_Name", ""}, LabelSelector: map[string]string{"-": "-"}},
 		{Kinds: []probev1.EventKind{probev1.EventKind_EVENT_KIND_TRANSITION, 0, 99}},
 		{Names: make([]string, target.MaxSelectionNames+1)},
+		{Namespace: "Not_A_Label", Names: []string{"team-a/web.v1"}},
 	} {
 		b, err := proto.Marshal(seed)
 		if err != nil {
@@ -38,7 +39,7 @@ func FuzzWatchRequest(f *testing.F) {
 			return
 		}
 		opts, err := watchOptions(&req)
-		checkSelection(t, err, opts.Names, opts.Selector, "names", "labelSelector", "kinds")
+		checkSelection(t, err, opts.Names, opts.Selector, "names", "labelSelector", "kinds", "namespace")
 		if err == nil && len(opts.Kinds) > maxWatchKinds {
 			t.Fatalf("%d kinds accepted, want at most %d", len(opts.Kinds), maxWatchKinds)
 		}
