@@ -75,6 +75,8 @@ func startMemberProcesses(t *testing.T, n int) ([]*os.Process, []string) {
 			fmt.Sprintf("m%d", i), t.TempDir(), clients[i], peers[i], strings.Join(initial, ","),
 		}, " "))
 		cmd.Stderr = os.Stderr
+		// A member never outlives the test binary (a timeout kills it).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
