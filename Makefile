@@ -71,8 +71,9 @@ test: kube-bins ## Run every test with the race detector, the kube module's on a
 
 # Without the race detector: the test process hosts etcd, which it slows
 # several times (the replicas under test are built without it anyway).
-test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost, etcd restored from a backup (~1 min on a quiet machine, 2–3 min under load).
+test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost or paused, etcd restored from a backup (~1.5 min on a quiet machine, 2–3 min under load).
 	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestCluster(StopReplica|Join|EtcdLeaderLost|PausedReplicaProbesNothing|EtcdRestored)$$' ./cmd/probed
+	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 5m -run '^TestLeaderPauseKeepsLease$$' ./cluster
 
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # fail a target with "context deadline exceeded" at the deadline, having

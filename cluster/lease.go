@@ -116,10 +116,7 @@ func (c *Cluster) renew(s *session) {
 			c.log.Info("heartbeat succeeded again; renewing the lease")
 			stuck = false
 		}
-		sent := c.clock.Since(s.start)
-		ctx, cancel := c.timeout(s.ctx, c.ttl/3)
-		resp, err := c.opts.Client.KeepAliveOnce(ctx, s.lease)
-		cancel()
+		sent, resp, attempts, err := c.renewOnce(s)
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			c.fail(s, errLeaseExpired)
@@ -127,7 +124,7 @@ func (c *Cluster) renew(s *session) {
 		case err != nil:
 			if s.ctx.Err() == nil {
 				c.renewErrors.Add(1)
-				c.log.Warn("lease renewal failed", "err", err)
+				c.log.Warn("lease renewal failed", "err", err, "attempts", attempts)
 			}
 		default:
 			c.renewals.Add(1)
@@ -140,6 +137,43 @@ func (c *Cluster) renew(s *session) {
 			}
 		}
 	}
+}
+
+// renewOnce renews the lease once a heartbeat has succeeded: attempts of
+// renewAttempt each, the next sent soon after one fails (the etcd client
+// balances them over the members: one that does not answer, a paused
+// etcd leader, costs an attempt, not the renewal), for at most TTL/3 —
+// then the next renewal needs a heartbeat again. It returns when the
+// last attempt was sent (as an offset from the session's start), how
+// many were sent, and etcd's answer or the last error.
+func (c *Cluster) renewOnce(s *session) (sent time.Duration, resp *clientv3.LeaseKeepAliveResponse, attempts int, err error) {
+	attempt := renewAttempt(c.ttl)
+	until := c.clock.Now().Add(c.ttl / 3)
+	for {
+		sent = c.clock.Since(s.start)
+		attempts++
+		ctx, cancel := c.timeout(s.ctx, attempt)
+		resp, err = c.opts.Client.KeepAliveOnce(ctx, s.lease)
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || s.ctx.Err() != nil || !c.clock.Now().Before(until) {
+			return sent, resp, attempts, err
+		}
+		// A member that fails at once is not asked in a loop.
+		t := c.clock.NewTimer(attempt / 5)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return sent, nil, attempts, err
+		case <-t.Chan():
+		}
+	}
+}
+
+// renewAttempt is how long one renewal attempt waits for etcd's answer:
+// an eighth of the TTL, at least 100 ms, so that a renewal sent to a
+// member that does not answer is sent again well within TTL/3.
+func renewAttempt(ttl time.Duration) time.Duration {
+	return max(ttl/8, 100*time.Millisecond)
 }
 
 // sameHistory checks an answer's header against what this replica saw

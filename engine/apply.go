@@ -275,6 +275,21 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 		done <-chan error
 	}
 	var writes []pending
+	if len(p.create) > 0 {
+		names := make([]string, len(p.create))
+		for i, s := range p.create {
+			names[i] = s.Name
+		}
+		// The limits, as Create's; the store decides existence (a name
+		// created meanwhile is a conflict, not a failed call).
+		finish, err := e.startCreates(ctx, names, client, func() error {
+			return e.checkRoomLocked(client, len(names))
+		})
+		if err != nil {
+			return err
+		}
+		defer finish()
+	}
 	for _, s := range p.create {
 		done, err := e.commits.submit([]*Change{e.sharedCreation(s, client, set.Owner, now)}, true)
 		if err != nil {

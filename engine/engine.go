@@ -211,8 +211,8 @@ type Engine struct {
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
 	// creating are the names whose create over a SharedStore is in
-	// flight here, each closed when it ends (createShared).
-	creating map[string]chan struct{} // guarded by mu
+	// flight here (inflight.go).
+	creating map[string]*creation // guarded by mu
 	// applyMu makes Apply calls run one at a time.
 	applyMu sync.Mutex
 
@@ -240,7 +240,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		feed:      newFeed(opts.History, opts.HistoryBytes),
 		targets:   make(map[string]*entry),
 		perClient: make(map[string]int),
-		creating:  make(map[string]chan struct{}),
+		creating:  make(map[string]*creation),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
 		reloads:   make(chan chan error),

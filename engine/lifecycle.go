@@ -113,7 +113,9 @@ func (e *Engine) unregister(en *entry) {
 // failed, tries itself. (Two creates of a name in one batch would both be
 // refused: the store answers by name.)
 func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client string, now time.Time) (*Target, error) {
-	finish, err := e.startCreate(ctx, spec.Name, client)
+	finish, err := e.startCreates(ctx, []string{spec.Name}, client, func() error {
+		return e.checkLimitsLocked(spec.Name, client)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -145,49 +147,27 @@ func (e *Engine) sharedCreation(spec *target.Spec, client, owner string, now tim
 	return created
 }
 
-// startCreate waits until no create of name is in flight here, checks
-// the limits, and records a create of name in flight until done is
-// called.
-func (e *Engine) startCreate(ctx context.Context, name, client string) (done func(), err error) {
-	for {
-		e.mu.Lock()
-		wait, busy := e.creating[name]
-		if !busy {
-			err := e.checkLimitsLocked(name, client)
-			if err == nil {
-				ch := make(chan struct{})
-				e.creating[name] = ch
-				done = func() {
-					e.mu.Lock()
-					delete(e.creating, name)
-					e.mu.Unlock()
-					close(ch)
-				}
-			}
-			e.mu.Unlock()
-			return done, err
-		}
-		e.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
 // checkLimitsLocked refuses a create that the registry says exists or
 // that would pass --max-targets or --max-targets-per-client; e.mu held.
-// Over a SharedStore the registry lags the store by a few milliseconds:
-// the limits are approximate there, and the store decides existence.
+// Over a SharedStore the registry lags the store by a few milliseconds,
+// and the store decides existence; the limits count the creates in flight
+// here (inflight.go).
 func (e *Engine) checkLimitsLocked(name, client string) error {
 	if _, ok := e.targets[name]; ok {
 		return fmt.Errorf("target %q: %w", name, ErrAlreadyExists)
 	}
-	if e.opts.MaxTargets > 0 && len(e.targets) >= e.opts.MaxTargets {
+	return e.checkRoomLocked(client, 1)
+}
+
+// checkRoomLocked refuses n more targets of client when they would pass
+// --max-targets or --max-targets-per-client, counting the registry and
+// the creates in flight here; e.mu held.
+func (e *Engine) checkRoomLocked(client string, n int) error {
+	total, mine := e.inFlightLocked(client)
+	if e.opts.MaxTargets > 0 && len(e.targets)+total+n > e.opts.MaxTargets {
 		return fmt.Errorf("at most %d targets (--max-targets): %w", e.opts.MaxTargets, ErrResourceExhausted)
 	}
-	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client] >= limit {
+	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client]+mine+n > limit {
 		return fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", client, limit, ErrResourceExhausted)
 	}
 	return nil

@@ -32,14 +32,19 @@ type replica struct {
 	events chan engine.Event
 }
 
-// startReplica runs an engine over s that owns the names owns accepts.
-func startReplica(t *testing.T, s *etcd.Store, owns func(string) bool) *replica {
+// startReplica runs an engine over s that owns the names owns accepts,
+// with the options set changes.
+func startReplica(t *testing.T, s *etcd.Store, owns func(string) bool, set ...func(*engine.Options)) *replica {
 	t.Helper()
 	r := &replica{t: t, clock: clockwork.NewFakeClock(), events: make(chan engine.Event, 1024)}
 	ctx, cancel := context.WithCancel(context.Background())
-	eng, err := engine.Open(ctx, engine.Options{
+	opts := engine.Options{
 		Clock: r.clock, Store: s, Checkers: check.New(check.Options{}), Owns: owns, Shards: 1,
-	})
+	}
+	for _, f := range set {
+		f(&opts)
+	}
+	eng, err := engine.Open(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatalf("engine.Open: %v", err)
