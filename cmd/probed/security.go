@@ -27,6 +27,7 @@ import (
 	"github.com/probed/probed/server/auth"
 	"github.com/probed/probed/server/connlimit"
 	"github.com/probed/probed/server/hostguard"
+	probedtel "github.com/probed/probed/telemetry"
 )
 
 // Defaults of the security flags; SECURITY.md explains each.
@@ -336,6 +337,12 @@ func (s *security) listen(addr string) (net.Listener, error) {
 		Logger:      s.log,
 	})
 	return s.conns, nil
+}
+
+// connectionStats are the figures of the API listener listen made.
+func (s *security) connectionStats() probedtel.ConnectionStats {
+	st := s.conns.Stats()
+	return probedtel.ConnectionStats{Open: st.Open, Pending: st.Pending, Refused: st.Refused, Expired: st.Expired}
 }
 
 // grpcOptions are the server's credentials, bounds and interceptors.

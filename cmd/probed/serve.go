@@ -112,6 +112,10 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.addr, err)
 	}
+	if err := tel.observeConnections(sec.connectionStats); err != nil {
+		_ = lis.Close()
+		return err
+	}
 	// The service's own options after authentication's (GRPCOptions).
 	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
 	server.New(eng, server.Options{

@@ -145,6 +145,11 @@ func (t *telemetry) observeCluster(stats func() probedtel.ClusterStats) error {
 	return t.tel.ObserveCluster(stats)
 }
 
+// observeConnections reports the API listener's connection figures.
+func (t *telemetry) observeConnections(stats func() probedtel.ConnectionStats) error {
+	return t.tel.ObserveConnections(stats)
+}
+
 // grpcClientOptions instrument a gRPC client (etcd's): per-call metrics.
 func (t *telemetry) grpcClientOptions() []grpc.DialOption { return t.tel.GRPCClientOptions() }
 
