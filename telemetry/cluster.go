@@ -41,27 +41,13 @@ func (t *Telemetry) ObserveCluster(stats func() ClusterStats) error {
 	if t.shut {
 		return errors.New("telemetry: observe after shutdown")
 	}
-	var err error
-	gauge := func(name, desc string) metric.Int64ObservableGauge {
-		var g metric.Int64ObservableGauge
-		if err == nil {
-			g, err = t.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
-		}
-		return g
-	}
-	counter := func(name, desc string) metric.Int64ObservableCounter {
-		var c metric.Int64ObservableCounter
-		if err == nil {
-			c, err = t.meter.Int64ObservableCounter(name, metric.WithDescription(desc))
-		}
-		return c
-	}
-	shards := gauge(MetricClusterShards, "Shards this replica owns: it probes their targets.")
-	members := gauge(MetricClusterMembers, "Live replicas of the cluster, as this one sees them.")
-	renewals := counter(MetricClusterRenewals, "Lease renewals: result renewed, or skipped (the scheduler's heartbeat failed: the replica will lose its shards).")
-	losses := counter(MetricClusterLosses, "Times this replica lost its lease, and so every shard (partition, etcd down, stuck).")
-	changes := counter(MetricClusterHandovers, "Shards this replica claimed (change=claim) or released (change=release).")
-	if err != nil {
+	obs := observables{meter: t.meter}
+	shards := obs.gauge(MetricClusterShards, "Shards this replica owns: it probes their targets.")
+	members := obs.gauge(MetricClusterMembers, "Live replicas of the cluster, as this one sees them.")
+	renewals := obs.counter(MetricClusterRenewals, "Lease renewals: result renewed, or skipped (the scheduler's heartbeat failed: the replica will lose its shards).")
+	losses := obs.counter(MetricClusterLosses, "Times this replica lost its lease, and so every shard (partition, etcd down, stuck).")
+	changes := obs.counter(MetricClusterHandovers, "Shards this replica claimed (change=claim) or released (change=release).")
+	if err := obs.err; err != nil {
 		return fmt.Errorf("telemetry: observe cluster: %w", err)
 	}
 	attrs := func(k, v string) metric.ObserveOption {
@@ -69,7 +55,7 @@ func (t *Telemetry) ObserveCluster(stats func() ClusterStats) error {
 	}
 	renewed, skipped := attrs("result", "renewed"), attrs("result", "skipped")
 	claim, release := attrs("change", "claim"), attrs("change", "release")
-	_, err = t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := stats()
 		o.ObserveInt64(shards, int64(s.OwnedShards))
 		o.ObserveInt64(members, int64(s.Members))

@@ -33,29 +33,15 @@ func (t *Telemetry) ObserveConnections(stats func() ConnectionStats) error {
 	if t.shut {
 		return errors.New("telemetry: observe after shutdown")
 	}
-	var err error
-	gauge := func(name, desc string) metric.Int64ObservableGauge {
-		var g metric.Int64ObservableGauge
-		if err == nil {
-			g, err = t.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
-		}
-		return g
-	}
-	counter := func(name, desc string) metric.Int64ObservableCounter {
-		var c metric.Int64ObservableCounter
-		if err == nil {
-			c, err = t.meter.Int64ObservableCounter(name, metric.WithDescription(desc))
-		}
-		return c
-	}
-	open := gauge(MetricConnectionsOpen, "API connections open now.")
-	pending := gauge(MetricConnectionsPending, "API connections open now that have not made an authenticated call yet.")
-	refused := counter(MetricConnectionsRefused, "API connections closed at accept for being over a bound (in all, per IP, unauthenticated).")
-	expired := counter(MetricConnectionsExpired, "API connections closed for making no authenticated call within --first-call-timeout.")
-	if err != nil {
+	obs := observables{meter: t.meter}
+	open := obs.gauge(MetricConnectionsOpen, "API connections open now.")
+	pending := obs.gauge(MetricConnectionsPending, "API connections open now that have not made an authenticated call yet.")
+	refused := obs.counter(MetricConnectionsRefused, "API connections closed at accept for being over a bound (in all, per IP, unauthenticated).")
+	expired := obs.counter(MetricConnectionsExpired, "API connections closed for making no authenticated call within --first-call-timeout.")
+	if err := obs.err; err != nil {
 		return fmt.Errorf("telemetry: observe connections: %w", err)
 	}
-	_, err = t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := stats()
 		o.ObserveInt64(open, int64(s.Open))
 		o.ObserveInt64(pending, int64(s.Pending))
