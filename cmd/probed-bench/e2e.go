@@ -354,7 +354,7 @@ func (p *probedProc) counters(ctx context.Context) (probedCounters, error) {
 		for _, s := range ss {
 			if s.name == metricProbes {
 				c.probes += s.value
-				if promLabel(s.labels, "result") != "successful" {
+				if s.labels["result"] != "successful" {
 					c.failed += s.value
 				}
 			}

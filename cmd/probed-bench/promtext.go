@@ -1,59 +1,74 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	pmodel "github.com/prometheus/common/model"
 )
 
-// promSample is one sample of the Prometheus text exposition format.
+// promSample is one sample of a Prometheus text exposition.
 type promSample struct {
 	name   string
-	labels string // as written between the braces, "" when none
+	labels map[string]string // nil when none
 	value  float64
 }
 
-// parsePromText reads the samples of a Prometheus text exposition,
-// skipping comments. It is the little the benchmarks need (sums and
-// histograms), not a full parser: label values must not contain '}'.
+// parsePromText reads the samples of a Prometheus text exposition with
+// Prometheus' own parser (expfmt), a histogram as its _bucket (with an
+// "le" label), _sum and _count samples, a summary as its _sum and _count.
 func parsePromText(r io.Reader) ([]promSample, error) {
-	var out []promSample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		var s promSample
-		var rest string
-		if i := strings.IndexAny(line, "{ "); i >= 0 && line[i] == '{' {
-			j := strings.IndexByte(line[i:], '}')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated labels in %q", line)
-			}
-			s.name, s.labels, rest = line[:i], line[i+1:i+j], line[i+j+1:]
-		} else if i >= 0 {
-			s.name, rest = line[:i], line[i:]
-		} else {
-			return nil, fmt.Errorf("no value in %q", line)
-		}
-		f := strings.Fields(rest) // value [timestamp]
-		if len(f) == 0 {
-			return nil, fmt.Errorf("no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("value in %q: %w", line, err)
-		}
-		s.value = v
-		out = append(out, s)
+	parser := expfmt.NewTextParser(pmodel.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	var out []promSample
+	for _, name := range slices.Sorted(maps.Keys(fams)) {
+		for _, m := range fams[name].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			add := func(suffix string, v float64, extra ...string) {
+				ls := labels
+				if len(extra) == 2 {
+					ls = maps.Clone(labels)
+					ls[extra[0]] = extra[1]
+				}
+				out = append(out, promSample{name: name + suffix, labels: ls, value: v})
+			}
+			switch {
+			case m.Counter != nil:
+				add("", m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				add("", m.GetGauge().GetValue())
+			case m.Untyped != nil:
+				add("", m.GetUntyped().GetValue())
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				inf := false
+				for _, b := range h.GetBucket() {
+					inf = inf || math.IsInf(b.GetUpperBound(), 1)
+					add("_bucket", float64(b.GetCumulativeCount()), "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				if !inf { // implied: every observation
+					add("_bucket", float64(h.GetSampleCount()), "le", "+Inf")
+				}
+				add("_sum", h.GetSampleSum())
+				add("_count", float64(h.GetSampleCount()))
+			case m.Summary != nil:
+				add("_sum", m.GetSummary().GetSampleSum())
+				add("_count", float64(m.GetSummary().GetSampleCount()))
+			}
+		}
+	}
+	return out, nil
 }
 
 // promSum returns the sum of every sample named name (over all label
@@ -68,31 +83,6 @@ func promSum(ss []promSample, name string) (float64, bool) {
 		}
 	}
 	return sum, found
-}
-
-// promLabel returns the value of label key in labels ("" when absent).
-func promLabel(labels, key string) string {
-	for rest := labels; rest != ""; {
-		var kv string
-		// Values are quoted; a comma inside quotes is not a separator.
-		i, inQuote := 0, false
-		for ; i < len(rest); i++ {
-			if rest[i] == '"' && (i == 0 || rest[i-1] != '\\') {
-				inQuote = !inQuote
-			}
-			if rest[i] == ',' && !inQuote {
-				break
-			}
-		}
-		kv, rest = rest[:i], strings.TrimPrefix(rest[i:], ",")
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && strings.TrimSpace(k) == key {
-			if u, err := strconv.Unquote(strings.TrimSpace(v)); err == nil {
-				return u
-			}
-		}
-	}
-	return ""
 }
 
 // promHist is a cumulative histogram: counts[i] observations are at most
@@ -112,7 +102,7 @@ func promHistogram(ss []promSample, name string) (promHist, error) {
 	for _, s := range ss {
 		switch s.name {
 		case name + "_bucket":
-			le := promLabel(s.labels, "le")
+			le := s.labels["le"]
 			b, err := strconv.ParseFloat(le, 64)
 			if err != nil {
 				return promHist{}, fmt.Errorf("%s: bucket bound %q: %w", name, le, err)

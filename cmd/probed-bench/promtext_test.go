@@ -35,8 +35,14 @@ func TestParsePromText(t *testing.T) {
 	if _, ok := promSum(ss, "nope"); ok {
 		t.Error("found a metric that is not there")
 	}
-	if got := promLabel(ss[1].labels, "result"); got != "failed" {
-		t.Errorf("label result of %q = %q, want failed", ss[1].labels, got)
+	failed := 0
+	for _, smp := range ss {
+		if smp.name == "prober_probe_total" && smp.labels["result"] == "failed" {
+			failed += int(smp.value)
+		}
+	}
+	if failed != 10 {
+		t.Errorf("prober_probe_total{result=\"failed\"} = %d, want 10", failed)
 	}
 	h, err := promHistogram(ss, "probed_scheduler_lateness_seconds")
 	if err != nil {
@@ -69,10 +75,11 @@ func TestParsePromTextErrors(t *testing.T) {
 }
 
 func TestPromLabelWithCommaInValue(t *testing.T) {
-	if got := promLabel(`a="x,y",le="0.5"`, "le"); got != "0.5" {
-		t.Errorf("le = %q, want 0.5", got)
+	ss, err := parsePromText(strings.NewReader("x{a=\"x,y\",b=\"0.5\"} 1\n"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := promLabel(`a="x,y",le="0.5"`, "a"); got != "x,y" {
-		t.Errorf("a = %q, want x,y", got)
+	if len(ss) != 1 || ss[0].labels["a"] != "x,y" || ss[0].labels["b"] != "0.5" {
+		t.Errorf("labels = %v, want a=x,y b=0.5", ss)
 	}
 }
