@@ -34,12 +34,23 @@ func TestStoreWithoutSpace(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	var mu sync.Mutex
 	var told []error // OnStoreError's calls; guarded by mu
+	// failed and recovered are told when the store stops writing and when
+	// it writes again.
+	failed, recovered := make(chan struct{}, 1), make(chan struct{}, 1)
 	h := newHarness(t, func(o *engine.Options) {
 		o.Store = store
 		o.OnStoreError = func(err error) {
 			mu.Lock()
 			told = append(told, err)
 			mu.Unlock()
+			tell := recovered
+			if err != nil {
+				tell = failed
+			}
+			select {
+			case tell <- struct{}{}:
+			default:
+			}
 		}
 	})
 	ctx := context.Background()
@@ -62,20 +73,15 @@ func TestStoreWithoutSpace(t *testing.T) {
 			_, err := h.eng.Create(ctx, spec(name))
 			done <- err
 		}()
-		for held == nil {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Create(%s) on a full disk = %v, want it written or held", name, err)
-				}
-			default:
-				if h.eng.StoreError() != nil {
-					held, heldName = done, name
-				}
-				time.Sleep(time.Millisecond)
-				continue
+		// Written (the disk still had room), or held: the store failed and
+		// OnStoreError was told.
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Create(%s) on a full disk = %v, want it written or held", name, err)
 			}
-			break
+		case <-failed:
+			held, heldName = done, name
 		}
 	}
 	if held == nil {
@@ -98,14 +104,15 @@ func TestStoreWithoutSpace(t *testing.T) {
 	// The retries: 50 ms after the failure, then 100 ms after the next.
 	const waiters = idleWaiters + 1 // and the committer's retry timer
 	failures := func() uint64 { return h.eng.Stats().StoreUnavailable }
+	// waitFailures waits for the retry the clock just fired: the committer
+	// counts its failure, then arms the next retry (a waiter again).
 	waitFailures := func(want uint64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for failures() < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d failed commits after 10s, want %d", failures(), want)
-			}
-			time.Sleep(time.Millisecond)
+		if err := h.clock.BlockUntilContext(t.Context(), waiters); err != nil {
+			t.Fatal(err)
+		}
+		if got := failures(); got != want {
+			t.Fatalf("%d failed commits after the retry, want %d", got, want)
 		}
 	}
 	if got := failures(); got != 1 {
@@ -127,13 +134,18 @@ func TestStoreWithoutSpace(t *testing.T) {
 	}
 
 	fs.Free(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for h.eng.StoreError() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the store still cannot write 10s after space was freed")
-		}
-		h.clock.Advance(10 * time.Millisecond)
-		time.Sleep(time.Millisecond)
+	// The next retry, at most maxHoldRetry (2 s) away, writes.
+	if err := h.clock.BlockUntilContext(t.Context(), waiters); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(2 * time.Second)
+	select {
+	case <-recovered:
+	case <-t.Context().Done():
+		t.Fatal("the store never wrote again after space was freed")
+	}
+	if err := h.eng.StoreError(); err != nil {
+		t.Fatalf("StoreError() = %v once the store wrote again, want nil", err)
 	}
 	if err := <-held; err != nil {
 		t.Fatalf("the held Create(%s) = %v, want it written once space returned", heldName, err)
