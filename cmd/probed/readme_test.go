@@ -268,23 +268,7 @@ func testGrpcurlSession(t *testing.T, e *readmeEnv) {
 // each command prints what the README shows, but for times, durations and
 // counts of runs, and the column widths.
 func testProbectlSession(t *testing.T, e *readmeEnv) {
-	steps := readmeSession(t, e.root, "probectl-session")
-	if len(steps) < 6 {
-		t.Fatalf("README session has %d commands, want at least 6", len(steps))
-	}
-	for i, s := range steps {
-		out, code := e.shell(t, s.cmd, len(s.output), s.follow)
-		switch {
-		case s.fails() && code == 0:
-			t.Errorf("command %d succeeded; the README shows it failing:\n%s\n%s", i, s.cmd, out)
-		case !s.fails() && code != 0:
-			t.Fatalf("command %d failed (%d):\n%s\n%s", i, code, s.cmd, out)
-		}
-		got := e.toREADME(out)
-		if diff := cmp.Diff(normalize(s.output), normalize(lines(got))); diff != "" {
-			t.Errorf("command %d, %s: output differs from the README (-README +got):\n%s\ngot:\n%s", i, s.cmd, diff, got)
-		}
-	}
+	e.runSession(t, "probectl-session", 6)
 }
 
 // testPruneSession runs the README's `probectl apply --prune` session in
