@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,17 +48,8 @@ func TestClusterPausedReplicaProbesNothing(t *testing.T) {
 // prefix (a metric with labels: name{).
 func (r *clusterReplica) metricSum(t *testing.T, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.metrics + "/metrics")
-	if err != nil {
-		t.Fatalf("%s's metrics: %v", r.id, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s's metrics: %v", r.id, err)
-	}
 	var sum float64
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(metricsText(t, r.metrics)) {
 		if !strings.HasPrefix(line, prefix) {
 			continue
 		}

@@ -400,26 +400,7 @@ type clusterReplica struct {
 // Prometheus endpoint.
 func (r *clusterReplica) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.metrics + "/metrics")
-	if err != nil {
-		t.Fatalf("%s's metrics: %v", r.id, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s's metrics: %v", r.id, err)
-	}
-	for line := range strings.Lines(string(body)) {
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("%s's metric %q: %v", r.id, line, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("%s's metrics have no %s", r.id, name)
-	return 0
+	return scrapeMetric(t, r.metrics, name)
 }
 
 // clusterLog is the replica's log lines about the cluster (joins,

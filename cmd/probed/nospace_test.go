@@ -279,16 +279,7 @@ func waitReadiness(t *testing.T, c probev1.ProbeServiceClient, name string, want
 // endpoint at addr.
 func scrapeMetric(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + metricsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(metricsText(t, addr)) {
 		if rest, ok := strings.CutPrefix(line, name+" "); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil {
@@ -297,6 +288,21 @@ func scrapeMetric(t *testing.T, addr, name string) float64 {
 			return v
 		}
 	}
-	t.Fatalf("no metric %s", name)
+	t.Fatalf("no metric %s at %s", name, addr)
 	return 0
+}
+
+// metricsText is the text exposition of the metrics endpoint at addr.
+func metricsText(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + metricsPath)
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", addr, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", addr, err)
+	}
+	return string(body)
 }
