@@ -33,12 +33,17 @@ func TestApplyCrash(t *testing.T) {
 	if _, err := p.start(); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(p.addr(), grpc.WithTransportCredentials(insecure.NewCredentials()), crashReconnect)
-	if err != nil {
-		t.Fatal(err)
+	// A new channel after each restart: the old one may sit in its
+	// reconnect back-off (TRANSIENT_FAILURE), where a call fails at once.
+	dial := func() *client.Client {
+		conn, err := grpc.NewClient(p.addr(), grpc.WithTransportCredentials(insecure.NewCredentials()), crashReconnect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return client.New(conn)
 	}
-	defer func() { _ = conn.Close() }()
-	c := client.New(conn)
+	c := dial()
 	ctx := t.Context()
 
 	selector := map[string]string{"set": "crash"}
@@ -73,6 +78,7 @@ func TestApplyCrash(t *testing.T) {
 		if _, err := p.start(); err != nil {
 			t.Fatal(err)
 		}
+		c = dial()
 		all, err := c.ListAll(ctx, selector)
 		if err != nil {
 			t.Fatal(err)
