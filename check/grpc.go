@@ -138,7 +138,7 @@ func (c *grpcChecker) Check(ctx context.Context) probe.Outcome {
 		)
 		if client, conn, err = c.channels.client(c.shared); err == nil {
 			if resp, err = client.Check(ctx, req); err != nil {
-				c.channels.failed(c.shared, conn)
+				c.channels.failed(c.shared, conn, err)
 			}
 		}
 	} else {

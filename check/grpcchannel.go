@@ -4,8 +4,10 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // grpcChannels are the gRPC channels the checkers of a Set share: one per
@@ -94,12 +96,17 @@ func (s *grpcChannels) client(ch *grpcChannel) (healthpb.HealthClient, *grpc.Cli
 	return ch.health, conn, nil
 }
 
-// failed is told that a check on conn failed: a channel that cannot
-// connect is closed, so that nothing redials in the background until the
-// next check (which opens a new one).
-func (s *grpcChannels) failed(ch *grpcChannel, conn *grpc.ClientConn) {
-	if conn.GetState() != connectivity.TransientFailure {
-		return // connected or still connecting: keep it
+// failed is told that a check on conn failed with err: a channel that
+// cannot connect is closed, so that nothing redials in the background
+// until the next check (which opens a new one). "Cannot connect" is an
+// Unavailable error on a channel that is not READY. The channel's state
+// alone does not tell: grpc-go hands the failing picker to waiting calls
+// before it publishes TRANSIENT_FAILURE, so a call may fail with the
+// connection's error while GetState still says CONNECTING. A check that
+// ran out of time while a connection was being established keeps it.
+func (s *grpcChannels) failed(ch *grpcChannel, conn *grpc.ClientConn, err error) {
+	if status.Code(err) != codes.Unavailable || conn.GetState() == connectivity.Ready {
+		return // an answer from the server, or a deadline while connecting: keep it
 	}
 	s.mu.Lock()
 	drop := ch.conn == conn
