@@ -386,6 +386,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 		return false, nil
 	}
 	c.feed.publish(changes)
+	c.feed.reach(last) // runs what waits for it (Sync)
 	done()
 	return false, nil
 }
