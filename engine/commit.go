@@ -17,19 +17,15 @@ import (
 
 // committer serialises every change through the store: it takes what is
 // pending (group commit: one transaction and one fsync for a burst, up to
-// the store's MaxBatch changes, never splitting a unit), writes it, then
-// publishes it to the feed, then tells waiters. So a change is visible to
-// no watcher before it is durable, and all changes are published in the
-// order they were submitted.
-//
-// Over a SharedStore the committer does not publish: the engine's follow
-// loop publishes what the store delivers (every replica's commits), and
-// the waiters of a batch are told once the feed has reached it.
+// the store's MaxBatch changes, never splitting a unit) and writes it. It
+// only writes: the engine's follow loop publishes what the store's Follow
+// delivers (follow.go), durable by then, in the store's order — which is
+// the order the changes were submitted in — and the waiters of a batch are
+// told once the feed has reached it.
 type committer struct {
 	store    Store
 	feed     *feed
 	clock    clockwork.Clock
-	shared   bool                                        // the store is a SharedStore
 	limits   BatchLimiter                                // nil: no limit
 	onCommit func(changes []*Change, took time.Duration) // once published
 	onLost   func(names []string)                        // called with no lock held
@@ -44,8 +40,8 @@ type committer struct {
 	closed  error           // set once the committer stopped; guarded by mu
 	wake    chan struct{}
 	stats   commitStats // guarded by mu
-	// committed is the revision of the last change committed (shared:
-	// what a barrier waits for the feed to reach); guarded by mu.
+	// committed is the revision of the last change committed (what a
+	// barrier waits for the feed to reach); guarded by mu.
 	committed uint64
 	// unwritable is the store's last error wrapping ErrUnavailable while
 	// the committer holds changes it could not write, nil otherwise;
@@ -98,7 +94,6 @@ type BatchLimiter interface {
 
 func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
 	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
-	_, c.shared = store.(SharedStore)
 	c.limits, _ = store.(BatchLimiter)
 	return c
 }
@@ -329,8 +324,8 @@ func (c *committer) take() []pendingChange {
 	return batch
 }
 
-// write commits one batch and publishes it (or, shared, has it published
-// by the follow loop). Changes the store refused as conflicting (a lost
+// write commits one batch; its waiters are told once the follow loop has
+// published it. Changes the store refused as conflicting (a lost
 // ownership, a target that exists) are dropped, their waiters get the
 // reason, and the others are queued again; a batch the store could not
 // write for now (ErrUnavailable) is queued again whole and held is true;
@@ -346,11 +341,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 		c.mu.Lock()
 		committed := c.committed
 		c.mu.Unlock()
-		if c.shared {
-			c.feed.whenReached(committed, func() { notify(batch, nil) })
-		} else {
-			notify(batch, nil)
-		}
+		c.feed.whenReached(committed, func() { notify(batch, nil) })
 		return false, nil
 	}
 	start := c.clock.Now()
@@ -381,13 +372,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 		c.onCommit(changes, took)
 		notify(batch, nil)
 	}
-	if c.shared {
-		c.feed.whenReached(last, done)
-		return false, nil
-	}
-	c.feed.publish(changes)
-	c.feed.reach(last) // runs what waits for it (Sync)
-	done()
+	c.feed.whenReached(last, done)
 	return false, nil
 }
 

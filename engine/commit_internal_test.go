@@ -31,12 +31,36 @@ func (s *limitedStore) Commit(ctx context.Context, changes []*Change) error {
 	return s.stubStore.Commit(ctx, changes)
 }
 
+// followedCommitter returns a committer over store whose feed follows
+// the store, as the engine's follow loop makes it (the committer only
+// writes; its waiters are told once the feed has published their batch).
+func followedCommitter(t *testing.T, store *limitedStore) *committer {
+	f := newFeed(100, 0)
+	c := newCommitter(store, f, clockwork.NewFakeClock(), func([]*Change, time.Duration) {}, func([]string) {})
+	store.log.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan error, 1)
+	go func() {
+		followed <- store.Follow(ctx, 0, func(pos uint64, changes []*Change) {
+			f.publish(changes)
+			f.reach(pos)
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-followed; err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
 // TestCommitterRespectsBatchLimits: batches stay within the store's limits
 // and never split one submission, except a submission over the limits by
 // itself, which is committed alone.
 func TestCommitterRespectsBatchLimits(t *testing.T) {
 	store := &limitedStore{}
-	c := newCommitter(store, newFeed(100, 0), clockwork.NewFakeClock(), func([]*Change, time.Duration) {}, func([]string) {})
+	c := followedCommitter(t, store)
 	change := func(name string) *Change {
 		return &Change{Name: name, Target: &Target{Spec: nameOnly(name)}}
 	}

@@ -17,8 +17,10 @@
 //     Own takes targets over from what is published, Disown drops them.
 //   - Lifecycle (lifecycle.go, trigger.go, drain.go): Create, Update,
 //     Reset, Delete and its drain, Trigger.
-//   - Publishing: the committer (commit.go, group commit into the Store),
-//     then the feed (feed.go: view, history, watchers; watch.go).
+//   - Publishing: the committer writes (commit.go, group commit into the
+//     Store); the follow loop publishes what the store's Follow delivers
+//     (follow.go), every store's one ordered log, to the feed (feed.go:
+//     view, history, watchers; watch.go).
 //
 // # Locks
 //
@@ -33,9 +35,9 @@
 // pool.mu is a leaf taken to start a run. A wheel
 // driver calls dispatch (executor.mu for reading, then the pool) and timer
 // functions (drains: drainQueue.mu) with no wheel lock held. The committer
-// writes to the store and publishes to the feed with committer.mu
-// released, and no entry.mu is held while feed.mu is. entry.mu is never
-// taken while another entry's is held.
+// writes to the store with committer.mu released (it publishes nothing:
+// the follow loop does), and no entry.mu is held while feed.mu is.
+// entry.mu is never taken while another entry's is held.
 package engine
 
 import (
@@ -296,9 +298,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	workWG.Go(func() { e.drainLoop(workCtx) })
 	workWG.Go(func() { e.compactLoop(workCtx) })
 	followErr := make(chan error, 1)
-	if e.shared != nil {
-		workWG.Go(func() { followErr <- e.follow(workCtx, e.position) })
-	}
+	workWG.Go(func() { followErr <- e.follow(workCtx, e.position) })
 
 	e.ownAll()
 	close(e.running)

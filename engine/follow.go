@@ -6,13 +6,14 @@ import (
 	"fmt"
 )
 
-// Over a SharedStore (cluster mode) the engine's view follows the store:
-// every replica's commits, its own included, are published as the store
-// delivers them, and the registry of targets follows too — a target another
-// replica created becomes known here (and owned, when Options.Owns says
-// so), one deleted anywhere is forgotten.
+// The engine's view follows the store: every commit, its own included, is
+// published as the store's Follow delivers it — the one path by which
+// changes become visible. Over a SharedStore (cluster mode) the registry
+// of targets follows too — a target another replica created becomes known
+// here (and owned, when Options.Owns says so), one deleted anywhere is
+// forgotten.
 
-// follow publishes what the shared store delivers, from revision after,
+// follow publishes what the store delivers, from revision after,
 // until ctx is done. When the store compacted revisions the view had not
 // reached, or Reload asks, it reloads in place (reload.go) and follows on.
 // An error means the view can no longer follow the store: the engine
@@ -68,7 +69,7 @@ func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked cha
 		case <-fctx.Done():
 		}
 	}()
-	err = e.shared.Follow(fctx, after, func(pos uint64, changes []*Change) {
+	err = e.opts.Store.Follow(fctx, after, func(pos uint64, changes []*Change) {
 		if len(changes) > 0 {
 			e.feed.publish(changes)
 			e.applyFollowed(changes)
@@ -89,9 +90,14 @@ func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked cha
 // targets are registered (and owned when Options.Owns says so), deleted
 // ones forgotten (and disowned). Changes of targets this engine owns are
 // its own (only the owner writes a target after its creation): its entry
-// is ahead of them already.
+// is ahead of them already. So are the changes a store with one writer
+// delivers as they were made (their entry set): its registry is the
+// engine's, not the store's.
 func (e *Engine) applyFollowed(changes []*Change) {
 	for _, c := range changes {
+		if c.entry != nil {
+			continue
+		}
 		e.mu.Lock()
 		en := e.targets[c.Name]
 		switch {
@@ -136,8 +142,8 @@ func (e *Engine) owns(name string) bool {
 }
 
 // Sync waits until the engine's view has caught up with revision rev of
-// its store (a SharedStore: every change up to rev, by any replica, is
-// published here), or ctx is done. A replica that gained shards at
+// its store (every change up to rev — over a SharedStore by any replica —
+// is published here), or ctx is done. A replica that gained shards at
 // revision rev syncs before it takes their targets over, so that it starts
 // from everything their previous owner wrote.
 func (e *Engine) Sync(ctx context.Context, rev uint64) error {

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 )
 
 // TestGroupIsOneUnitAndHoldsOthers: the changes of a group are written in
@@ -15,7 +13,7 @@ import (
 // the group's, never before or between them.
 func TestGroupIsOneUnitAndHoldsOthers(t *testing.T) {
 	store := &limitedStore{}
-	c := newCommitter(store, newFeed(100, 0), clockwork.NewFakeClock(), func([]*Change, time.Duration) {}, func([]string) {})
+	c := followedCommitter(t, store)
 	change := func(name string) *Change {
 		return &Change{Name: name, Target: &Target{Spec: nameOnly(name)}}
 	}

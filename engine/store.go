@@ -12,7 +12,8 @@ import (
 // (several replicas) slots in without touching the engine.
 //
 // The engine calls Load once, then Commit and Compact from one goroutine at
-// a time.
+// a time, and Follow from another. It publishes only what Follow delivers:
+// a store's ordered log is the one path by which changes become visible.
 type Store interface {
 	// Load returns everything stored. An unreadable or corrupt store is an
 	// error naming the file and the problem; it never reads as empty.
@@ -30,29 +31,16 @@ type Store interface {
 	Compact(ctx context.Context, before uint64) error
 	// Close releases the store; it is not usable afterwards.
 	Close() error
-}
-
-// A SharedStore is a Store that several engines — replicas — write (cluster
-// mode over etcd). Each engine publishes what Follow delivers, its own
-// commits included, in the store's order, so every replica's view and
-// event history are the same; a commit is acknowledged once the engine's
-// view has caught up with it. Revisions are the store's: increasing, not
-// contiguous, the same on every replica.
-//
-// Commit has two more duties: a change with Create set is refused (nothing
-// written) when its target exists, and the store may refuse the changes
-// of targets this replica does not own (fencing); both are reported as a
-// *ConflictError naming the refused targets.
-type SharedStore interface {
-	Store
 	// Follow calls deliver, from one goroutine and in revision order,
-	// with every batch of changes committed after revision after (by any
-	// replica), and with the position reached — pos: everything up to it
-	// has been delivered — also when the store moved on without a change.
-	// It returns when ctx is done (nil), or with an error when it cannot go
-	// on: one wrapping ErrCompacted when after is older than the store's
-	// history (the engine then Loads again and follows on from there:
-	// reload.go).
+	// with every batch of changes committed after revision after — this
+	// engine's own, and over a SharedStore every replica's — each only
+	// once it is durable, and with the position reached — pos: everything
+	// up to it has been delivered — also when the store moved on without
+	// a change. It returns when ctx is done (nil), or with an error when
+	// it cannot go on: one wrapping ErrCompacted when after is older than
+	// the store's history (the engine then Loads again and follows on
+	// from there: reload.go). A store with one writer and no log of its
+	// own delivers its Commits' batches as they were given (CommitLog).
 	//
 	// Each delivered change is whole, as the engine makes its own: its
 	// revision set (SetRevision), Target with its Spec also when only the
@@ -60,6 +48,25 @@ type SharedStore interface {
 	// naming the target (Target.Spec.Name) also for a Delete, and
 	// Event.Target the same pointer as Target for lifecycle events.
 	Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*Change)) error
+}
+
+// A SharedStore is a Store that several engines — replicas — write (cluster
+// mode over etcd). Each engine publishes what Follow delivers, every
+// replica's commits in the store's order, so every replica's view and event
+// history are the same. Revisions are the store's: increasing, not
+// contiguous, the same on every replica.
+//
+// Commit has two more duties: a change with Create set is refused (nothing
+// written) when its target exists, and the store may refuse the changes
+// of targets this replica does not own (fencing); both are reported as a
+// *ConflictError naming the refused targets. The engine's registry then
+// follows the store (a target another replica created becomes known when
+// it is delivered), where over a store with one writer it is the engine's.
+type SharedStore interface {
+	Store
+	// Shared marks the store as written by several replicas, with the
+	// duties above.
+	Shared()
 }
 
 // Stored is what Load returns.

@@ -19,9 +19,13 @@ type stubStore struct {
 	mu     sync.Mutex
 	rev    uint64  // guarded by mu
 	events []Event // guarded by mu
+	log    CommitLog
 }
 
-func (s *stubStore) Load(context.Context) (*Stored, error) { return &Stored{}, nil }
+func (s *stubStore) Load(context.Context) (*Stored, error) {
+	s.log.Start()
+	return &Stored{}, nil
+}
 
 func (s *stubStore) Commit(_ context.Context, changes []*Change) error {
 	s.mu.Lock()
@@ -31,7 +35,12 @@ func (s *stubStore) Commit(_ context.Context, changes []*Change) error {
 		c.SetRevision(s.rev)
 		s.events = append(s.events, c.Event)
 	}
+	s.log.Append(changes)
 	return nil
+}
+
+func (s *stubStore) Follow(ctx context.Context, after uint64, deliver func(uint64, []*Change)) error {
+	return s.log.Follow(ctx, after, deliver)
 }
 
 func (s *stubStore) Compact(context.Context, uint64) error { return nil }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -30,6 +31,10 @@ type Store struct {
 	db           *bbolt.DB
 	path         string
 	compactBatch int
+	// commitMu makes Commits append to log in the order they wrote.
+	commitMu sync.Mutex
+	// log is what Follow delivers: the batches Commit wrote.
+	log engine.CommitLog
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -45,11 +50,15 @@ func (s *Store) Path() string { return s.path }
 // revision, a spec stored under another name or without a status, and a
 // bbolt panic on a damaged page are errors wrapping ErrCorrupt that name
 // the file. A status without a spec (left by a status-only change after a
-// delete; Commit does not write those) is ignored.
+// delete; Commit does not write those) is ignored. Follow delivers what
+// is committed after it.
 func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Before the read: what Commit writes meanwhile is kept for Follow
+	// (a follow from the revision loaded skips what the read saw).
+	s.log.Start()
 	err = readSafely(s.path, func() error {
 		return s.db.View(func(tx *bbolt.Tx) error {
 			if err := checkCurrent(tx, s.path); err != nil {
@@ -185,9 +194,23 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 			return fmt.Errorf("%s: commit: change %d: %w", s.path, i, err)
 		}
 	}
-	return s.wrap("commit", s.db.Update(func(tx *bbolt.Tx) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if err := s.wrap("commit", s.db.Update(func(tx *bbolt.Tx) error {
 		return commit(tx, changes)
-	}))
+	})); err != nil {
+		return err
+	}
+	s.log.Append(changes)
+	return nil
+}
+
+// Follow delivers every batch Commit wrote after revision after (and
+// after the last Load), once fsync'd, as they were given to Commit, until
+// ctx is done: the engine publishes what it delivers (engine.CommitLog).
+// One follower at a time.
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+	return s.log.Follow(ctx, after, deliver)
 }
 
 func checkChange(c *engine.Change) error {

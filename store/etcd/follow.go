@@ -11,6 +11,10 @@ import (
 	"github.com/probed/probed/engine/target"
 )
 
+// Shared marks the store as written by several replicas
+// (engine.SharedStore).
+func (*Store) Shared() {}
+
 // Follow delivers, in order, every transaction committed after revision
 // after, by any replica, through one etcd watch with progress
 // notifications of the prefix's keys up to P/specs/ (P/events, the

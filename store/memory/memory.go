@@ -31,6 +31,8 @@ type Store struct {
 	// Step is added to the revision for each change (default 1); a step
 	// above 1 exercises "strictly increasing, not contiguous".
 	step uint64
+	// log is what Follow delivers: the batches Commit wrote.
+	log engine.CommitLog
 }
 
 // New returns an empty store whose revisions increase by step (at least 1).
@@ -40,10 +42,20 @@ func New(step uint64) *Store {
 
 var errClosed = errors.New("memory store: closed")
 
-// Load returns everything stored.
-func (s *Store) Load(context.Context) (*engine.Stored, error) {
+// Load returns everything stored; Follow delivers what is committed
+// after it.
+func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st, err := s.load(ctx)
+	if err == nil {
+		s.log.Start()
+	}
+	return st, err
+}
+
+// load is Load; s.mu held.
+func (s *Store) load(context.Context) (*engine.Stored, error) {
 	if s.closed {
 		return nil, errClosed
 	}
@@ -68,10 +80,26 @@ func (s *Store) Load(context.Context) (*engine.Stored, error) {
 	return st, nil
 }
 
-// Commit applies the changes atomically.
-func (s *Store) Commit(_ context.Context, changes []*engine.Change) error {
+// Commit applies the changes atomically; Follow delivers them.
+func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.commit(ctx, changes); err != nil {
+		return err
+	}
+	s.log.Append(changes)
+	return nil
+}
+
+// Follow delivers every batch Commit wrote after revision after (and
+// after the last Load), as they were given to Commit, until ctx is done:
+// the engine publishes what it delivers (engine.CommitLog).
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+	return s.log.Follow(ctx, after, deliver)
+}
+
+// commit is Commit without the log; s.mu held.
+func (s *Store) commit(_ context.Context, changes []*engine.Change) error {
 	if s.closed {
 		return errClosed
 	}

@@ -59,7 +59,9 @@ var _ engine.SharedStore = (*Replica)(nil)
 func (r *Replica) Load(ctx context.Context) (*engine.Stored, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	return r.s.data.Load(ctx)
+	r.s.data.mu.Lock()
+	defer r.s.data.mu.Unlock()
+	return r.s.data.load(ctx)
 }
 
 // Commit writes the changes atomically, unless some conflict (a create of
@@ -95,7 +97,10 @@ func (r *Replica) Commit(ctx context.Context, changes []*engine.Change) error {
 	if len(refused) > 0 {
 		return &engine.ConflictError{Refused: refused}
 	}
-	if err := s.data.Commit(ctx, changes); err != nil {
+	s.data.mu.Lock()
+	err := s.data.commit(ctx, changes)
+	s.data.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	b := sharedBatch{pos: changes[len(changes)-1].Event.Revision}
@@ -135,6 +140,10 @@ func (r *Replica) Compact(ctx context.Context, before uint64) error {
 	s.log = s.log[n:]
 	return nil
 }
+
+// Shared marks the store as written by several replicas
+// (engine.SharedStore).
+func (*Replica) Shared() {}
 
 // Close does nothing: the data stays for the other replicas.
 func (r *Replica) Close() error { return nil }

@@ -66,6 +66,7 @@ var cases = []struct {
 	{"CompactEverything", testCompactEverything},
 	{"LifecyclePayload", testLifecyclePayload},
 	{"Closed", testClosed},
+	{"FollowDeliversCommits", testFollowDeliversCommits},
 }
 
 // harness holds the store under test and a model of what it must return.
@@ -415,6 +416,67 @@ func testEmptyBatch(h *harness) {
 		h.t.Errorf("Commit(no changes) = %v, want nil", err)
 	}
 	h.check()
+}
+
+// testFollowDeliversCommits: Follow from the revision Load returned
+// delivers the store's own commits, each batch whole, in order, with its
+// revisions, and a position that covers it (the engine publishes only what
+// Follow delivers).
+func testFollowDeliversCommits(h *harness) {
+	from := h.load().Revision
+	type delivery struct {
+		pos   uint64
+		names []string
+		revs  []uint64
+	}
+	got := make(chan delivery, 16)
+	ctx, cancel := context.WithCancel(h.ctx)
+	followed := make(chan error, 1)
+	go func() {
+		followed <- h.s.Follow(ctx, from, func(pos uint64, changes []*engine.Change) {
+			if len(changes) == 0 {
+				return // only a position
+			}
+			d := delivery{pos: pos}
+			for _, c := range changes {
+				d.names = append(d.names, c.Name)
+				d.revs = append(d.revs, c.Event.Revision)
+			}
+			got <- d
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-followed; err != nil {
+			h.t.Errorf("Follow() = %v, want nil once its ctx is done", err)
+		}
+	}()
+	a := h.created(BareSpec("a"), BareSpec("b"))
+	h.commit(Transition(a[0], probe.Readiness, probe.Success, 1, at(5)))
+	h.commit(Delete("b", at(6)))
+	want := [][]string{{"a", "b"}, {"a"}, {"b"}}
+	// The bound only keeps a broken store from hanging the test.
+	deadline := time.After(10 * time.Second)
+	var last uint64
+	for i, names := range want {
+		select {
+		case d := <-got:
+			if !slices.Equal(d.names, names) {
+				h.t.Fatalf("delivery %d: changes of %v, want %v (each Commit whole, in order)", i, d.names, names)
+			}
+			for _, rev := range d.revs {
+				if rev <= last || rev <= from {
+					h.t.Errorf("delivery %d: revision %d after %d (followed from %d): want increasing", i, rev, last, from)
+				}
+				last = rev
+			}
+			if d.pos < last {
+				h.t.Errorf("delivery %d: position %d below its last revision %d", i, d.pos, last)
+			}
+		case <-deadline:
+			h.t.Fatalf("Follow delivered %d of %d batches within 10s", i, len(want))
+		}
+	}
 }
 
 func testInvalidChange(h *harness) {
