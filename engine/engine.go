@@ -6,7 +6,7 @@
 // # Structure
 //
 //   - Engine (engine.go): options, Open, Run, Stats. Run owns every
-//     goroutine: the executor's, the committer's, the drain and
+//     goroutine: the executor's, the committer's, the follow, drain and
 //     compaction loops; all have returned when it returns.
 //   - The executor (executor.go) runs probes: every run — a fire of the
 //     timer wheel, the first run of a probe, a trigger — goes through it:
@@ -273,8 +273,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 }
 
 // Run probes until ctx is done, then stops: the scheduler and the probes
-// in flight first (every run has ended), then the drains, and last the
-// committer, which flushes what is pending. Every goroutine Run started
+// in flight first (every run has ended), then the drains and the follow
+// loop, and last the committer, which flushes what is pending (durable,
+// and acknowledged when Run returns, but no longer published: every
+// watcher ends then). Every goroutine Run started
 // has returned when it returns. It returns nil after ctx is done, or the
 // store error that stopped it.
 func (e *Engine) Run(ctx context.Context) error {
