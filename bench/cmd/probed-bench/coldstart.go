@@ -53,7 +53,7 @@ func (c *coldConfig) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
+	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write the latency distributions (SVG) to this file")
 	fs.StringVar(&c.dataDir, "data-dir", "", "where probed keeps its store (default: a temporary directory); /dev/shm takes the disk's fsync out of the figures")
 }
