@@ -25,7 +25,9 @@ type documented struct {
 	args []string // the command and its flags, as written
 }
 
-func (d documented) String() string { return fmt.Sprintf("line %d: %s", d.line, strings.Join(d.args, " ")) }
+func (d documented) String() string {
+	return fmt.Sprintf("line %d: %s", d.line, strings.Join(d.args, " "))
+}
 
 // benchBinary is how BENCHMARKS.md names a probed-bench binary:
 // bin/probed-bench, ./cmd/probed-bench (go run), or a copy such as
