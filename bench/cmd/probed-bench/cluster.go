@@ -151,11 +151,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"delay across replicas, probes/s and CPU per probe of three replicas against one,",
 		"and the failover time after a SIGKILL of one of three replicas.")
 	var cfg clusterConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "cluster", &cfg.probedBin, stderr)

@@ -167,11 +167,7 @@ func runColdStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"when the ready event reaches a Watch client: after the pod's first 200 answer",
 		"(detect) and after the pod started listening (cold start). Runs alternate periods.")
 	var cfg coldConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "coldstart", &cfg.probedBin, stderr)

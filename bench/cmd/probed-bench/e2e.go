@@ -173,11 +173,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"style), then two bare client loops over the same targets: net/http (the floor)",
 		"and a socket per target with a request built once (the socket floor).")
 	var cfg e2eConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "e2e", &cfg.probedBin, stderr)

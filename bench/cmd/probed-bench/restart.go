@@ -80,11 +80,7 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"restarts each binary on a fresh copy of it, alternately, and reports the time from",
 		"exec to the first answered ListTargets (polled every 5 ms) and the CPU used until then.")
 	var cfg restartConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	first := ""

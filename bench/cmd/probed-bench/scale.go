@@ -97,11 +97,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"the empty server's), CPU per probe, the time to list every target page by page,",
 		"and the same after a restart, with the restart's time to serving.")
 	var cfg scaleConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	if cfg.replot != "" {
