@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -312,7 +315,7 @@ func runTiny(t *testing.T, d documented, args, files []string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+	if code := runCommand(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("%v\nran as %q: exit %d; stderr:\n%s", d, args, code, stderr.String())
 	}
 	if slices.Contains(args, "--json") {
@@ -333,6 +336,26 @@ func runTiny(t *testing.T, d documented, args, files []string) {
 			t.Errorf("%v: no heap profile %s-N.pb.gz", d, strings.TrimSuffix(f, ".pb.gz"))
 		}
 	}
+}
+
+// runCommand runs a command in this process, as run does, except a hidden
+// one (a child's entry point: sched-child), which runs in a child process
+// of the test binary (TestMain), as it does for a user: it leaves its
+// measuring goroutines to the end of its process.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if !isChildCommand(args[0]) {
+		return run(ctx, args, stdout, stderr)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(stderr, err)
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			return ee.ExitCode()
+		}
+		return 1
+	}
+	return 0
 }
 
 // TestDocumentedCommands: the parser finds the commands as a reader of
