@@ -26,7 +26,7 @@ checkgenerate: generate ## Fail if the committed generated code differs from a f
 		git status --porcelain -- proto/; git diff --stat -- proto/; \
 		echo "generated code is out of date: run 'make generate' and commit"; exit 1; fi
 
-lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint (of the main module and of kube/).
+lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint (of the main module, kube/ and bench/).
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 	@out="$$(gofmt -l $(GOFILES))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -34,6 +34,7 @@ lint: ## buf lint and format, gofmt, go mod tidy, go vet, golangci-lint (of the 
 	$(GO) vet ./...
 	$(TOOL) golangci-lint run ./...
 	cd kube && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 
 breaking: ## buf breaking against the main branch (when main has the proto).
 	@if git rev-parse --verify --quiet main:proto/probe/v1/probe.proto >/dev/null; then \
@@ -48,6 +49,7 @@ tools: ## Build the pinned go tools (buf, grpcurl, golangci-lint, protoc-gen-go*
 build: ## Build probed, probectl, probed-bench and probed-kube into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 	cd kube && $(GO) build -ldflags "$(LDFLAGS)" -o $(abspath $(BIN))/ ./cmd/probed-kube
+	cd bench && $(GO) build -ldflags "$(LDFLAGS)" -o $(abspath $(BIN))/ ./cmd/probed-bench
 
 run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
 	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)' --allow-self-probes
@@ -66,6 +68,7 @@ test: kube-bins ## Run every test with the race detector, the kube module's on a
 	@rm -f '$(SKIP_REPORT)'
 	@PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...; rc=$$?; \
 	(cd kube && PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...) || rc=1; \
+	(cd bench && PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...) || rc=1; \
 	if [ -s '$(SKIP_REPORT)' ]; then echo; echo "SKIPPED here, required in CI:"; sed 's/^/  /' '$(SKIP_REPORT)'; fi; \
 	rm -f '$(SKIP_REPORT)'; exit $$rc
 

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +28,8 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/ciskip"
+	"github.com/probed/probed/internal/probedproc"
+	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -73,11 +74,10 @@ func TestStatusPageInChromium(t *testing.T) {
 	defer backend.Close()
 	backendPort := backend.Listener.Addr().(*net.TCPAddr).Port
 
-	bin := filepath.Join(t.TempDir(), "probed")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/probed")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/probed: %v\n%s", err, out)
+	var buildLog bytes.Buffer
+	bin, err := probedproc.Build(ctx, t.TempDir(), &buildLog)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buildLog.Bytes())
 	}
 	// Fixed ports, so that the restarted probed is where the page is.
 	p := &probedProcess{t: t, bin: bin, dataDir: t.TempDir(), addr: refused.Reserve(t).Addr(), uiAddr: refused.Reserve(t).Addr()}
@@ -257,10 +257,8 @@ type probedProcess struct {
 	t            *testing.T
 	bin, dataDir string
 	addr, uiAddr string
-	cmd          *exec.Cmd
+	child        *procs.Child // nil when not running
 	log          *logLines
-	done         chan struct{} // closed when the process has exited
-	waitErr      error         // set before done is closed
 }
 
 // start starts probed and waits until it serves.
@@ -268,31 +266,32 @@ func (p *probedProcess) start(ctx context.Context) {
 	p.t.Helper()
 	// A 30-second timeline: the test's transitions fill it.
 	args := []string{"--addr", p.addr, "--ui-addr", p.uiAddr, "--ui-timeline", "30s", "--data-dir", p.dataDir, "--log-format", "json"}
-	help, _ := exec.CommandContext(ctx, p.bin, "--help").CombinedOutput()
-	if bytes.Contains(help, []byte("-metrics-addr")) {
+	flags, err := probedproc.Flags(ctx, p.bin)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if flags["metrics-addr"] {
 		// Another probed (make run) may hold the default metrics port.
 		args = append(args, "--metrics-addr", "")
 	}
-	if bytes.Contains(help, []byte("-registrations-per-second")) {
+	if flags["registrations-per-second"] {
 		args = append(args, "--registrations-per-second", "0") // a thousand creations at once
 	}
-	p.log = &logLines{ready: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, p.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 10 * time.Second
-	if err := p.cmd.Start(); err != nil {
+	// "probed serving" comes after the status page serves.
+	serving := probedproc.NewServing()
+	p.log = &logLines{}
+	cmd := exec.CommandContext(ctx, p.bin, args...)
+	cmd.Stdout, cmd.Stderr = p.log, io.MultiWriter(p.log, serving)
+	cmd.WaitDelay = 10 * time.Second
+	if p.child, err = procs.Start(cmd); err != nil {
 		p.t.Fatal(err)
 	}
-	p.done = make(chan struct{})
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
 	select {
-	case <-p.log.ready:
-	case <-p.done:
-		p.cmd = nil
-		p.t.Fatalf("probed exited: %v\n%s", p.waitErr, p.log.String())
+	case <-serving.Done():
+	case <-p.child.Exited():
+		err := p.child.Err()
+		p.child = nil
+		p.t.Fatalf("probed exited: %v\n%s", err, p.log.String())
 	case <-time.After(30 * time.Second):
 		p.stop()
 		p.t.Fatalf("probed did not start serving within 30s:\n%s", p.log.String())
@@ -301,48 +300,28 @@ func (p *probedProcess) start(ctx context.Context) {
 
 // stop stops probed gracefully (SIGTERM) and waits for it.
 func (p *probedProcess) stop() {
-	if p.cmd == nil {
+	if p.child == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
-	if p.waitErr != nil {
-		p.t.Errorf("probed: %v\n%s", p.waitErr, p.log.String())
+	if err := p.child.Stop(time.Minute); err != nil {
+		p.t.Errorf("probed: %v\n%s", err, p.log.String())
 	}
-	p.cmd = nil
+	p.child = nil
 }
 
 func (p *probedProcess) logs() string { return p.log.String() }
 
-// logLines collects probed's JSON log and notes when the status page and
-// the gRPC server serve ("probed serving" comes after the status page).
+// logLines collects probed's log, written from two goroutines (its stdout
+// and stderr).
 type logLines struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	partial []byte
-	ready   chan struct{}
-	once    sync.Once
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (l *logLines) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf.Write(b)
-	l.partial = append(l.partial, b...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		var rec struct {
-			Msg string `json:"msg"`
-		}
-		if json.Unmarshal(l.partial[:i], &rec) == nil && rec.Msg == "probed serving" {
-			l.once.Do(func() { close(l.ready) })
-		}
-		l.partial = l.partial[i+1:]
-	}
-	return len(b), nil
+	return l.buf.Write(b)
 }
 
 func (l *logLines) String() string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +32,7 @@ import (
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/store/bolt"
@@ -54,15 +55,15 @@ const (
 )
 
 // buildProbed builds this package's probed into a temporary dir of the
-// test (without the race detector: it is the process under test, not the
-// test) and returns its path. The build cache makes a second build only a
-// link.
+// test (probedproc.Build: without the race detector, it is the process
+// under test, not the test) and returns its path. The build cache makes a
+// second build only a link.
 func buildProbed(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "probed")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	var out bytes.Buffer
+	bin, err := probedproc.Build(t.Context(), t.TempDir(), &out)
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("%v\n%s", err, out.Bytes())
 	}
 	return bin
 }
@@ -262,7 +263,7 @@ type crashProcess struct {
 	args []string
 
 	cmd     *exec.Cmd
-	serving chan struct{}
+	serving <-chan struct{} // closed once the child logged that it serves
 	exited  chan error
 	stderr  *crashBuffer
 }
@@ -273,9 +274,10 @@ func (p *crashProcess) addr() string { return p.args[1] }
 func (p *crashProcess) startAsync() {
 	p.t.Helper()
 	cmd := exec.Command(p.bin, p.args...)
-	p.serving = make(chan struct{})
+	serving := probedproc.NewServing()
+	p.serving = serving.Done()
 	p.stderr = &crashBuffer{}
-	cmd.Stderr = io.MultiWriter(p.stderr, &crashLineSignal{text: "probed serving", ch: p.serving})
+	cmd.Stderr = io.MultiWriter(p.stderr, serving)
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -338,26 +340,6 @@ func (p *crashProcess) kill() time.Time {
 	}
 	p.cmd = nil
 	return at
-}
-
-// crashLineSignal closes ch once text has been written.
-type crashLineSignal struct {
-	text string
-	ch   chan struct{}
-	buf  []byte
-	done bool
-}
-
-func (w *crashLineSignal) Write(b []byte) (int, error) {
-	if !w.done {
-		w.buf = append(w.buf, b...)
-		if strings.Contains(string(w.buf), w.text) {
-			w.done = true
-			close(w.ch)
-			w.buf = nil
-		}
-	}
-	return len(b), nil
 }
 
 // crashBuffer keeps (the first MiB of) the child's stderr.

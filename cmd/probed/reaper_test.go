@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -33,11 +34,11 @@ func TestExecProbesLeaveNoZombiesAsPID1(t *testing.T) {
 	addr := refused.Reserve(t).Addr()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	serving := make(chan struct{})
+	serving := probedproc.NewServing()
 	cmd := exec.CommandContext(ctx, "unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
 		bin, "--addr", addr, "--data-dir", t.TempDir(), "--metrics-addr=", "--ui-addr=", "--allow-exec")
 	stderr := &crashBuffer{}
-	cmd.Stderr = io.MultiWriter(stderr, &crashLineSignal{text: "probed serving", ch: serving})
+	cmd.Stderr = io.MultiWriter(stderr, serving)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestExecProbesLeaveNoZombiesAsPID1(t *testing.T) {
 		<-exited
 	})
 	select {
-	case <-serving:
+	case <-serving.Done():
 	case err := <-exited:
 		t.Fatalf("probed exited before serving: %v\n%s", err, stderr)
 	case <-time.After(30 * time.Second):

@@ -1,9 +1,10 @@
-// Package procs lists the processes of the machine from /proc, for tests
-// that count what a process leaves behind (zombies, orphans).
+// Package procs is about processes: it lists those of the machine from
+// /proc (for tests that count what a process leaves behind: zombies,
+// orphans), reads what one has used (CPU time, resident memory), and runs
+// a child process until it is stopped and waited for (Child).
 package procs
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,15 +44,10 @@ func List() ([]Proc, error) {
 	return out, nil
 }
 
-// parseStat reads "pid (comm) state ppid ..."; comm may hold spaces and
-// parentheses, so the fields are found after its last ')'.
+// parseStat reads "pid (comm) state ppid ...".
 func parseStat(pid int, b []byte) (Proc, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return Proc{}, fmt.Errorf("/proc/%d/stat: no command: %q", pid, b)
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 || len(f[0]) != 1 {
+	f, err := statFields(b, 2)
+	if err != nil || len(f[0]) != 1 {
 		return Proc{}, fmt.Errorf("/proc/%d/stat: malformed: %q", pid, b)
 	}
 	ppid, err := strconv.Atoi(string(f[1]))

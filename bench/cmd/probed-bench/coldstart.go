@@ -53,7 +53,7 @@ func (c *coldConfig) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
+	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write the latency distributions (SVG) to this file")
 	fs.StringVar(&c.dataDir, "data-dir", "", "where probed keeps its store (default: a temporary directory); /dev/shm takes the disk's fsync out of the figures")
 }
@@ -167,11 +167,7 @@ func runColdStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"when the ready event reaches a Watch client: after the pod's first 200 answer",
 		"(detect) and after the pod started listening (cold start). Runs alternate periods.")
 	var cfg coldConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "coldstart", &cfg.probedBin, stderr)

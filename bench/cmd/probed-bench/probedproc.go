@@ -11,67 +11,39 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedproc"
+	"github.com/probed/probed/internal/procs"
 )
 
-// probedPackage is the import path of the server the benchmarks build.
-const probedPackage = "github.com/probed/probed/cmd/probed"
-
 // probedBinary returns bin, or when it is empty a probed built into dir
-// with the go command found in PATH (which must run inside the module);
-// command names the subcommand in the progress line.
+// from this repository (probedproc.Build); command names the subcommand
+// in the progress line.
 func probedBinary(ctx context.Context, command, bin, dir string, stderr io.Writer) (string, error) {
 	if bin != "" {
 		return bin, nil
 	}
-	fmt.Fprintf(stderr, "%s: building %s\n", command, probedPackage)
-	bin = filepath.Join(dir, "probed")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, probedPackage)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build %s (run inside the repository, or pass --probed-bin): %w", probedPackage, err)
+	fmt.Fprintf(stderr, "%s: building probed\n", command)
+	bin, err := probedproc.Build(ctx, dir, stderr)
+	if err != nil {
+		return "", fmt.Errorf("%w (or pass --probed-bin)", err)
 	}
 	return bin, nil
 }
 
-// probedFlags returns the names of the flags bin accepts, from its -h
-// output, so that the benchmarks pass only what this build knows.
-func probedFlags(ctx context.Context, bin string) (map[string]bool, error) {
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "-h")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	_ = cmd.Run() // -h may exit with 0 or 2
-	flags := map[string]bool{}
-	for _, m := range flagLine.FindAllSubmatch(out.Bytes(), -1) {
-		flags[string(m[1])] = true
-	}
-	if !flags["addr"] {
-		return nil, fmt.Errorf("%s -h lists no --addr flag; is it probed? output:\n%s", bin, out.Bytes())
-	}
-	return flags, nil
-}
-
-// flagLine matches a flag in the flag package's usage output.
-var flagLine = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)`)
-
 // probedProc is a probed server running as a child process, with a
 // client of it.
 type probedProc struct {
-	cmd         *exec.Cmd
+	*procs.Child
 	addr        string
 	metricsAddr string // "" when this build has no --metrics-addr
 	client      *client.Client
-	exited      chan struct{} // closed when the process has exited
-	waitErr     error         // set before exited is closed
 	// startup is the time from the exec to the first call answered:
 	// opening and loading the store, restoring, listening (within the
 	// polling interval of waitReady).
@@ -90,7 +62,7 @@ type probedOptions struct {
 // until it answers. Flags this build lacks (metrics, registration rate
 // limits) are left out. The caller must stop it.
 func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*probedProc, error) {
-	known, err := probedFlags(ctx, opts.bin)
+	known, err := probedproc.Flags(ctx, opts.bin)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +74,7 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 	if opts.minPeriod > 0 {
 		args = append(args, "--min-period="+opts.minPeriod.String())
 	}
-	p := &probedProc{addr: addr, exited: make(chan struct{})}
+	p := &probedProc{addr: addr}
 	if known["metrics-addr"] {
 		if p.metricsAddr, err = freeLoopbackAddr(); err != nil {
 			return nil, err
@@ -119,16 +91,12 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 		args = append(args, "--max-watchers-per-client=0")
 	}
 	args = append(args, opts.extra...)
-	p.cmd = exec.Command(opts.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = stderr, stderr
+	cmd := exec.Command(opts.bin, args...)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
 	started := time.Now()
-	if err := p.cmd.Start(); err != nil {
+	if p.Child, err = procs.Start(cmd); err != nil {
 		return nil, err
 	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
 	// Reconnect every few ms while the server is not listening yet, so
 	// that the startup is measured, not gRPC's backoff (1s at first).
 	fast := grpc.WithConnectParams(grpc.ConnectParams{
@@ -165,8 +133,8 @@ func (p *probedProc) waitReady(ctx context.Context, limit time.Duration) error {
 			return nil
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("probed exited at start: %w", p.waitErr)
+		case <-p.Exited():
+			return fmt.Errorf("probed exited at start: %w", p.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("probed did not answer within %v: %w", limit, err)
 		case <-time.After(readyPoll):
@@ -174,14 +142,11 @@ func (p *probedProc) waitReady(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// pid returns the server's process id.
-func (p *probedProc) pid() int { return p.cmd.Process.Pid }
-
 // cpu returns the CPU time the server has used so far.
-func (p *probedProc) cpu() (time.Duration, error) { return procCPU(p.pid()) }
+func (p *probedProc) cpu() (time.Duration, error) { return procs.CPU(p.Pid()) }
 
 // peakRSS returns the server's peak resident set size.
-func (p *probedProc) peakRSS() (int64, error) { return procPeakRSS(p.pid()) }
+func (p *probedProc) peakRSS() (int64, error) { return procs.PeakRSS(p.Pid()) }
 
 // errNoMetrics: this probed build has no Prometheus endpoint.
 var errNoMetrics = errors.New("probed has no --metrics-addr")
@@ -226,19 +191,10 @@ func (p *probedProc) stop() error {
 	if p.client != nil {
 		_ = p.client.Close()
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return errors.New("probed did not stop within 10s of SIGTERM; killed")
+	if err := p.Stop(10 * time.Second); err != nil {
+		return fmt.Errorf("probed: %w", err)
 	}
-	var exitErr *exec.ExitError
-	if errors.As(p.waitErr, &exitErr) {
-		return fmt.Errorf("probed: %w", p.waitErr)
-	}
-	return p.waitErr
+	return nil
 }
 
 // freeLoopbackAddr returns a 127.0.0.1 address with a port nobody

@@ -112,8 +112,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'probed-bench <command> -h' for the flags of a command.")
 }
 
-// parseFlags parses args into fs, turning a parse error into errUsage (the
-// flag package has already printed it).
 // commandFlags returns the flag set of subcommand name, whose usage prints
 // about (one line each) and the flags, with the --json flag every command
 // has (jsonHelp says what it prints).
@@ -132,6 +130,24 @@ func commandFlags(name string, stderr io.Writer, jsonHelp string, about ...strin
 	return fs, asJSON
 }
 
+// config is a command's settings: it adds their flags to a flag set and
+// checks their values once parsed.
+type config interface {
+	register(fs *flag.FlagSet)
+	validate() error
+}
+
+// parseConfig adds the flags of cfg to fs, parses args and validates cfg.
+func parseConfig(fs *flag.FlagSet, args []string, cfg config) error {
+	cfg.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return cfg.validate()
+}
+
+// parseFlags parses args into fs, turning a parse error into errUsage (the
+// flag package has already printed it).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedproc"
+	"github.com/probed/probed/internal/procs"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -47,7 +49,7 @@ func (c *scaleConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.period, "period", 10*time.Second, "probe period of every target")
 	fs.DurationVar(&c.settle, "settle", 0, "wait after registration (and after the restart) before the window (0: one period and 5s, so that every target has been probed again, its connection kept alive, after the restart too)")
 	fs.DurationVar(&c.window, "window", 0, "measured window: CPU, probes and failures; RSS and goroutines at its end (0: one period, so that every target is probed once in it)")
-	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
+	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write a plot of RSS and goroutines against targets (SVG) to this file")
 	fs.StringVar(&c.compare, "compare", "", "a JSON report of an earlier run (the last line of --json); each figure is printed beside it")
 	fs.StringVar(&c.replot, "replot", "", "run nothing: write the --svg plot of an earlier run's JSON (as --compare reads it)")
@@ -95,11 +97,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"the empty server's), CPU per probe, the time to list every target page by page,",
 		"and the same after a restart, with the restart's time to serving.")
 	var cfg scaleConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	if cfg.replot != "" {
@@ -220,7 +218,7 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 			limit, r.Mix.HTTPKeepAlive, newScaleMix(n, cfg.shares, 0).HTTPKeepAlive)
 	}
 	opts := probedOptions{bin: cfg.probedBin, dataDir: dataDir, minPeriod: min(cfg.period, 100*time.Millisecond)}
-	known, err := probedFlags(ctx, cfg.probedBin)
+	known, err := probedproc.Flags(ctx, cfg.probedBin)
 	if err != nil {
 		return scaleReport{}, err
 	}
@@ -248,7 +246,7 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 		}
 	}()
 	r.StartupSeconds = p.startup.Seconds()
-	if r.BaseRSSBytes, err = procRSS(p.pid()); err != nil {
+	if r.BaseRSSBytes, err = procs.RSS(p.Pid()); err != nil {
 		return scaleReport{}, err
 	}
 	if ss, err := p.scrape(ctx); err == nil {
@@ -323,7 +321,7 @@ func (p *probedProc) measureState(ctx context.Context, cfg scaleConfig, r scaleR
 		return scaleState{}, err
 	}
 	s := scaleState{ProbesPerSecond: w.ProbesPerSecond, ProbesFailed: w.Failed, CPUUsPerProbe: w.CPUUsPerProbe}
-	if s.RSSBytes, s.RSSAnonBytes, s.RSSFileBytes, err = procRSSParts(p.pid()); err != nil {
+	if s.RSSBytes, s.RSSAnonBytes, s.RSSFileBytes, err = procs.RSSParts(p.Pid()); err != nil {
 		return scaleState{}, err
 	}
 	if s.PeakRSSBytes, err = p.peakRSS(); err != nil {

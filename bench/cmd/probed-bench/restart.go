@@ -33,7 +33,7 @@ func (c *restartConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.period, "period", 60*time.Second, "probe period of every target")
 	fs.IntVar(&c.port, "port", 1, "loopback port every target probes (one that refuses connections, so that each target has had one transition)")
 	fs.IntVar(&c.rounds, "rounds", 3, "restarts of each binary, alternated")
-	fs.Func("probed-bin", "probed binaries to compare, comma-separated; the first one makes the data set (default: go build "+probedPackage+")", func(s string) error {
+	fs.Func("probed-bin", "probed binaries to compare, comma-separated; the first one makes the data set (default: cmd/probed of this repository, built)", func(s string) error {
 		c.bins = strings.Split(s, ",")
 		return nil
 	})
@@ -80,11 +80,7 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"restarts each binary on a fresh copy of it, alternately, and reports the time from",
 		"exec to the first answered ListTargets (polled every 5 ms) and the CPU used until then.")
 	var cfg restartConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	first := ""

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/procs"
 )
 
 // etcdPackage is the etcd server the cluster benchmark builds, at the
@@ -21,9 +21,8 @@ const etcdPackage = "go.etcd.io/etcd/server/v3"
 // etcdProc is an etcd server running as a child process: one member,
 // fsync on (etcd's defaults), data in a temporary directory.
 type etcdProc struct {
-	cmd      *exec.Cmd
-	endpoint string // host:port of its client URL
-	exited   chan struct{}
+	child    *procs.Child // nil for an etcd the benchmark did not start
+	endpoint string       // host:port of its client URL
 }
 
 // etcdBinary returns bin, or when it is empty an etcd built into dir.
@@ -52,19 +51,15 @@ func startEtcd(ctx context.Context, bin, dir string, stderr io.Writer) (*etcdPro
 	if err != nil {
 		return nil, err
 	}
-	e := &etcdProc{endpoint: client, exited: make(chan struct{})}
-	e.cmd = exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
+	e := &etcdProc{endpoint: client}
+	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls=http://"+client, "--advertise-client-urls=http://"+client,
 		"--listen-peer-urls=http://"+peer, "--initial-advertise-peer-urls=http://"+peer,
 		"--initial-cluster=bench=http://"+peer, "--log-level=error")
-	e.cmd.Stdout, e.cmd.Stderr = stderr, stderr
-	if err := e.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if e.child, err = procs.Start(cmd); err != nil {
 		return nil, err
 	}
-	go func() {
-		_ = e.cmd.Wait()
-		close(e.exited)
-	}()
 	limit := time.Now().Add(30 * time.Second)
 	for {
 		if healthy(ctx, "http://"+client+"/health") {
@@ -75,8 +70,8 @@ func startEtcd(ctx context.Context, bin, dir string, stderr io.Writer) (*etcdPro
 			return nil, errors.New("etcd not healthy within 30s")
 		}
 		select {
-		case <-e.exited:
-			return nil, errors.New("etcd exited at start")
+		case <-e.child.Exited():
+			return nil, fmt.Errorf("etcd exited at start: %w", e.child.Err())
 		case <-ctx.Done():
 			_ = e.stop()
 			return nil, ctx.Err()
@@ -104,26 +99,21 @@ func healthy(ctx context.Context, url string) bool {
 // pid returns the process id of etcd, 0 when the benchmark uses an etcd
 // it did not start.
 func (e *etcdProc) pid() int {
-	if e.cmd == nil {
+	if e.child == nil {
 		return 0
 	}
-	return e.cmd.Process.Pid
+	return e.child.Pid()
 }
 
 // stop ends etcd (SIGTERM, then SIGKILL after 10s).
 func (e *etcdProc) stop() error {
-	if e.cmd == nil {
+	if e.child == nil {
 		return nil
 	}
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.exited:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = e.cmd.Process.Kill()
-		<-e.exited
-		return errors.New("etcd did not stop within 10s of SIGTERM; killed")
+	if err := e.child.Stop(10 * time.Second); errors.Is(err, procs.ErrKilled) {
+		return err
 	}
+	return nil
 }
 
 // probedCluster is N probed replicas over one etcd, under a key prefix
@@ -188,12 +178,9 @@ func (c *probedCluster) kill(i int) (time.Time, error) {
 	p := c.replicas[i]
 	_ = p.client.Close()
 	at := time.Now()
-	if err := p.cmd.Process.Kill(); err != nil {
-		return at, err
-	}
-	<-p.exited
+	err := p.Kill()
 	c.replicas[i] = nil
-	return at, nil
+	return at, err
 }
 
 // alive returns the replicas running now.

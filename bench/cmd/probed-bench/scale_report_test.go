@@ -48,23 +48,6 @@ func TestScaleCompare(t *testing.T) {
 	}
 }
 
-// TestScaleChartsAreSVG checks that the two panels are one well-formed
-// SVG document with one path per series.
-func TestScaleChartsAreSVG(t *testing.T) {
-	reports := []scaleReport{
-		{Targets: 1000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 40 << 20, Goroutines: 600}, Restarted: scaleState{RSSBytes: 38 << 20, Goroutines: 590}},
-		{Targets: 10_000, BaseRSSBytes: 20 << 20, Fresh: scaleState{RSSBytes: 140 << 20, Goroutines: 5100}, Restarted: scaleState{RSSBytes: 150 << 20, Goroutines: 5000}},
-	}
-	charts := scaleCharts(reports)
-	var buf bytes.Buffer
-	if err := writeSVGPanels(&buf, charts...); err != nil {
-		t.Fatal(err)
-	}
-	if counts := svgElements(t, &buf); counts["svg"] != 1 || counts["g"] != 2 || counts["path"] != 6 {
-		t.Errorf("elements %v, want 1 svg, 2 panels (g), 6 paths (3 series each)", counts)
-	}
-}
-
 func TestScaleReplot(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "run.json"), filepath.Join(dir, "plot.svg")

@@ -46,7 +46,7 @@ func (c *e2eConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.period, "period", time.Second, "probe period of every target")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured window of each contestant")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warm-up after registration, before the window")
-	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
+	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.svg, "svg", "", "write a plot of CPU per probe against targets (SVG) to this file")
 	fs.IntVar(&c.workers, "workers", 32, "concurrent CreateTarget calls while registering")
 	fs.IntVar(&c.windows, "windows", 1, "consecutive windows measured per contestant; the median one is reported (a shared machine's noise shows as their spread)")
@@ -173,11 +173,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"style), then two bare client loops over the same targets: net/http (the floor)",
 		"and a socket per target with a request built once (the socket floor).")
 	var cfg e2eConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "e2e", &cfg.probedBin, stderr)

@@ -1,11 +1,11 @@
-package main
+package procs
 
 import (
 	"os"
 	"testing"
 )
 
-func TestParseProcStat(t *testing.T) {
+func TestParseCPU(t *testing.T) {
 	tests := []struct {
 		name              string
 		line              string
@@ -28,9 +28,9 @@ func TestParseProcStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			u, s, err := parseProcStat([]byte(tt.line))
+			u, s, err := parseCPU([]byte(tt.line))
 			if (err != nil) != tt.wantErr || u != tt.wantUser || s != tt.wantSys {
-				t.Errorf("parseProcStat(%q) = %d, %d, %v; want %d, %d, error %v", tt.line, u, s, err, tt.wantUser, tt.wantSys, tt.wantErr)
+				t.Errorf("parseCPU(%q) = %d, %d, %v; want %d, %d, error %v", tt.line, u, s, err, tt.wantUser, tt.wantSys, tt.wantErr)
 			}
 		})
 	}
@@ -49,20 +49,20 @@ func TestParseStatusKB(t *testing.T) {
 	}
 }
 
-func TestProcOfThisProcess(t *testing.T) {
+func TestStatOfThisProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	cpu, err := procCPU(os.Getpid())
+	cpu, err := CPU(os.Getpid())
 	if err != nil || cpu < 0 {
-		t.Errorf("procCPU(self) = %v, %v", cpu, err)
+		t.Errorf("CPU(self) = %v, %v", cpu, err)
 	}
-	rss, err := procPeakRSS(os.Getpid())
+	rss, err := PeakRSS(os.Getpid())
 	if err != nil || rss <= 0 {
-		t.Errorf("procPeakRSS(self) = %d, %v", rss, err)
+		t.Errorf("PeakRSS(self) = %d, %v", rss, err)
 	}
-	now, anon, file, err := procRSSParts(os.Getpid())
+	now, anon, file, err := RSSParts(os.Getpid())
 	if err != nil || anon <= 0 || file <= 0 || now < anon+file-64<<10 || now > anon+file+64<<10 {
-		t.Errorf("procRSSParts(self) = %d, %d anonymous, %d files, %v; want about their sum", now, anon, file, err)
+		t.Errorf("RSSParts(self) = %d, %d anonymous, %d files, %v; want about their sum", now, anon, file, err)
 	}
 }

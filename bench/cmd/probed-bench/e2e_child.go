@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/probed/probed/internal/procs"
 )
 
 // Hidden subcommands of the e2e benchmark.
@@ -99,7 +101,7 @@ func runE2ETargets(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // targetsProc is the targets child, seen from the parent.
 type targetsProc struct {
-	cmd   *exec.Cmd
+	child *procs.Child
 	stdin io.WriteCloser
 	ports []int
 }
@@ -121,10 +123,11 @@ func startTargets(ctx context.Context, n int, stderr io.Writer) (*targetsProc, e
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	child, err := procs.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
-	p := &targetsProc{cmd: cmd, stdin: stdin}
+	p := &targetsProc{child: child, stdin: stdin}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	if !sc.Scan() {
@@ -148,14 +151,11 @@ func startTargets(ctx context.Context, n int, stderr io.Writer) (*targetsProc, e
 // stop closes the child's stdin, which ends it, and waits for it.
 func (p *targetsProc) stop() error {
 	_ = p.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
-		return err
+	case <-p.child.Exited():
+		return p.child.Err()
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		return errors.Join(errors.New("targets child did not stop; killed"), <-done)
+		return errors.Join(errors.New("targets child did not stop; killed"), p.child.Kill())
 	}
 }
 

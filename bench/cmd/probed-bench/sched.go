@@ -128,11 +128,7 @@ func runSched(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Runs the timer wheel and the kubelet model (one goroutine + one time.Ticker per",
 		"probe), each in its own child process, over the same no-op probe.")
 	var cfg schedConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 

@@ -1,4 +1,4 @@
-package main
+package procs
 
 import (
 	"bytes"
@@ -12,46 +12,56 @@ import (
 // USER_HZ, 100 on every Linux architecture Go supports.
 const userHZ = 100
 
-// procCPU returns the CPU time (user + system, every thread, including
-// exited ones) process pid has used so far, read from /proc/<pid>/stat,
-// with a resolution of 10ms.
-func procCPU(pid int) (time.Duration, error) {
+// statFields returns the fields of a /proc/<pid>/stat line from field 3
+// (the state) on, at least min of them. The command name (field 2) is in
+// parentheses and may hold spaces and parentheses, so the fields are
+// counted from its last ')'.
+func statFields(b []byte, minFields int) ([][]byte, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("no command name in %q", b)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < minFields {
+		return nil, fmt.Errorf("too few fields in %q", b)
+	}
+	return f, nil
+}
+
+// CPU returns the CPU time (user + system, every thread, including exited
+// ones) process pid has used so far, read from /proc/<pid>/stat, with a
+// resolution of 10ms.
+func CPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	utime, stime, err := parseProcStat(b)
+	utime, stime, err := parseCPU(b)
 	if err != nil {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(utime+stime) * time.Second / userHZ, nil
 }
 
-// parseProcStat returns utime and stime (fields 14 and 15, in clock
-// ticks) of a /proc/<pid>/stat line. The command name (field 2) is in
-// parentheses and may contain spaces and parentheses, so the fields are
-// counted from the last ')'.
-func parseProcStat(b []byte) (utime, stime uint64, err error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("no command name in %q", b)
+// parseCPU returns utime and stime (fields 14 and 15, in clock ticks) of
+// a /proc/<pid>/stat line.
+func parseCPU(b []byte) (utime, stime uint64, err error) {
+	f, err := statFields(b, 13) // f[0] is field 3
+	if err != nil {
+		return 0, 0, err
 	}
-	fields := bytes.Fields(b[i+1:]) // fields[0] is field 3, the state
-	if len(fields) < 13 {
-		return 0, 0, fmt.Errorf("too few fields in %q", b)
-	}
-	if utime, err = strconv.ParseUint(string(fields[11]), 10, 64); err != nil {
+	if utime, err = strconv.ParseUint(string(f[11]), 10, 64); err != nil {
 		return 0, 0, fmt.Errorf("utime: %w", err)
 	}
-	if stime, err = strconv.ParseUint(string(fields[12]), 10, 64); err != nil {
+	if stime, err = strconv.ParseUint(string(f[12]), 10, 64); err != nil {
 		return 0, 0, fmt.Errorf("stime: %w", err)
 	}
 	return utime, stime, nil
 }
 
-// procPeakRSS returns the peak resident set size of process pid (VmHWM
-// in /proc/<pid>/status), in bytes.
-func procPeakRSS(pid int) (int64, error) {
+// PeakRSS returns the peak resident set size of process pid (VmHWM in
+// /proc/<pid>/status), in bytes.
+func PeakRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -59,16 +69,16 @@ func procPeakRSS(pid int) (int64, error) {
 	return parseStatusKB(b, "VmHWM")
 }
 
-// procRSS returns the resident set size of process pid (VmRSS in
+// RSS returns the resident set size of process pid (VmRSS in
 // /proc/<pid>/status), in bytes.
-func procRSS(pid int) (int64, error) {
-	rss, _, _, err := procRSSParts(pid)
+func RSS(pid int) (int64, error) {
+	rss, _, _, err := RSSParts(pid)
 	return rss, err
 }
 
-// procRSSParts returns the resident set size of process pid and its
-// anonymous and file-backed parts (VmRSS, RssAnon, RssFile), in bytes.
-func procRSSParts(pid int) (rss, anon, file int64, err error) {
+// RSSParts returns the resident set size of process pid and its anonymous
+// and file-backed parts (VmRSS, RssAnon, RssFile), in bytes.
+func RSSParts(pid int) (rss, anon, file int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, 0, err

@@ -41,7 +41,7 @@ type clusterConfig struct {
 }
 
 func (c *clusterConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: go build "+probedPackage+" into a temporary directory)")
+	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.etcdBin, "etcd-bin", "", "etcd binary to run (default: go build "+etcdPackage+" into a temporary directory)")
 	fs.StringVar(&c.etcdEndpoint, "etcd-endpoints", "", "endpoints of a running etcd to use instead of starting one, as probed --etcd-endpoints takes them (its CPU is then not reported)")
 	fs.Func("only", "comma-separated measurements to run (default all: "+strings.Join(clusterScenarios, ",")+")", func(s string) error {
@@ -151,11 +151,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"delay across replicas, probes/s and CPU per probe of three replicas against one,",
 		"and the failover time after a SIGKILL of one of three replicas.")
 	var cfg clusterConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
+	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
 	dir, stderr, cleanup, err := childRun(ctx, "cluster", &cfg.probedBin, stderr)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/procs"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -149,7 +150,7 @@ func (m cpuMeter) sample() (cpuSample, error) {
 		}
 	}
 	if m.etcd != 0 {
-		if s.etcd, err = procCPU(m.etcd); err != nil {
+		if s.etcd, err = procs.CPU(m.etcd); err != nil {
 			return s, err
 		}
 	}
@@ -271,10 +272,10 @@ type storeTotals struct {
 }
 
 // storeCounters reads the probes run, store commits and changes so far
-// from the metrics of procs, and their RSS.
-func storeCounters(ctx context.Context, procs []*probedProc) (storeTotals, error) {
+// from the metrics of servers, and their RSS.
+func storeCounters(ctx context.Context, servers []*probedProc) (storeTotals, error) {
 	var t storeTotals
-	for _, p := range procs {
+	for _, p := range servers {
 		ss, err := p.scrape(ctx)
 		if err != nil {
 			return t, err
@@ -286,7 +287,7 @@ func storeCounters(ctx context.Context, procs []*probedProc) (storeTotals, error
 		if h, err := promHistogram(ss, metricCommit); err == nil {
 			t.commits += h.count
 		}
-		rss, err := procRSS(p.pid())
+		rss, err := procs.RSS(p.Pid())
 		if err != nil {
 			return t, err
 		}
