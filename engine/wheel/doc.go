@@ -21,7 +21,7 @@
 // works, and each item is touched at most once per level-1 round.
 //
 // A slot is a singly linked list of blocks of 16 entries of 24 bytes (due
-// time, period, id), taken from a per-shard slab with a free list; a
+// time, period, id, generation), taken from a per-shard slab with a free list; a
 // per-shard slice indexed by id locates each item's entry, so inserting,
 // removing and firing are O(1), and a bit per slot marks the non-empty ones
 // so the driver finds the next due slot by scanning a few words. Firing a

@@ -99,6 +99,7 @@ func (s *shard) fireItemsLocked(now, nowNs int64) (more bool) {
 		e := &s.due[k]
 		s.fires = append(s.fires, Fire{
 			ID:  ID(uint32(e.id)*s.w.nshards + s.index),
+			Gen: e.gen,
 			Due: s.w.epoch.Add(time.Duration(e.due)),
 		})
 		s.stats.observe(nowNs - e.due)
@@ -120,8 +121,8 @@ func (s *shard) growLocked(i int32) {
 	s.items.grow(i)
 }
 
-// insertLocked inserts item i, which is addressable and not scheduled,
-// with the given schedule.
-func (s *shard) insertLocked(i int32, due, period int64) {
-	s.w.wakeFor(s.items.insert(entry{due: due, period: period, id: i}))
+// insertLocked inserts the item of e, which is addressable and not
+// scheduled.
+func (s *shard) insertLocked(e entry) {
+	s.w.wakeFor(s.items.insert(e))
 }
