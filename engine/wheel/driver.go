@@ -31,6 +31,9 @@ type driver struct {
 	// before a pass visits any shard, and an insert holds its shard's lock,
 	// so either that pass sees the insert or the insert sees notArmed.
 	wakeAt atomic.Int64
+	// wakes counts the times the driver woke up: its timer fired, or an
+	// insert into a tick already begun woke it (Stats.Wakes).
+	wakes atomic.Uint64
 
 	mu        sync.Mutex
 	timer     clockwork.Timer // guarded by mu; written only by the driver, nil when it is not running
@@ -72,6 +75,7 @@ func (w *Wheel) drive(ctx context.Context) {
 		case <-d.wake:
 			fired = false
 		}
+		d.wakes.Add(1)
 	}
 }
 
@@ -158,11 +162,15 @@ func (w *Wheel) armLocked(next int64) bool {
 	return true
 }
 
-// wakeFor wakes the driver if something now fires at tick t, before the
-// timer it sleeps on; a driver in a pass takes t into account when it
-// re-arms at the end of the pass. It stops that timer first, so that a fake
-// clock sees the driver as busy until it has re-armed. The caller holds the
-// lock of the shard t was inserted in.
+// wakeFor makes the driver wake up at tick t if something now fires then,
+// before the timer it sleeps on: it re-arms that timer for t, and the
+// driver sleeps on (a wake-up costs tens of microseconds on a VM; setting a
+// timer, far less). A driver in a pass takes t into account when it
+// re-arms at the end of the pass. Only when tick t has begun already is
+// the driver woken at once, through its wake channel; the timer is stopped
+// first, so that a fake clock sees the driver as busy until it has
+// re-armed. The caller holds the lock of the shard t was inserted in, and
+// has lowered that shard's earliest to t.
 func (w *Wheel) wakeFor(t int64) {
 	d := &w.drv
 	if t >= d.wakeAt.Load() {
@@ -177,6 +185,9 @@ func (w *Wheel) wakeFor(t int64) {
 	case d.armed && t >= d.armedTick:
 		return
 	case d.armed:
+		if w.armLocked(t) {
+			return
+		}
 		d.timer.Stop()
 		d.armed = false
 		d.wakeAt.Store(notArmed)
@@ -184,5 +195,35 @@ func (w *Wheel) wakeFor(t int64) {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// removed re-arms the driver's timer when the work it sleeps until, at
+// tick t, was removed (a timer stopped, an item cancelled or moved): it
+// then sleeps until the earliest work left in any shard instead of waking
+// up for nothing. The caller holds the lock of the shard t was removed
+// from, and has set that shard's earliest.
+//
+// Another shard's insert before tick t cannot be missed: the insert lowers
+// its shard's earliest before it reads wakeAt, and removed stores notArmed
+// in wakeAt before it reads the shards' earliest, so either it sees that
+// shard's new earliest or the insert sees notArmed and waits for drv.mu.
+func (w *Wheel) removed(t int64) {
+	d := &w.drv
+	if t != d.wakeAt.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.armed || d.passing || t != d.armedTick {
+		return
+	}
+	d.wakeAt.Store(notArmed)
+	next := int64(w.clock.Since(w.epoch))/w.tick + d.idle
+	for _, s := range w.shards {
+		next = min(next, s.earliest.Load())
+	}
+	if next <= t || !w.armLocked(next) {
+		d.wakeAt.Store(d.armedTick)
 	}
 }

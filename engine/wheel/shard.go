@@ -1,7 +1,9 @@
 package wheel
 
 import (
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +21,13 @@ type shard struct {
 	freeTimer []int32  // guarded by mu; unused timer ids
 	stats     counters // guarded by mu
 
+	// earliest is at most the first tick with work in the shard
+	// (math.MaxInt64 when it has none): lowered by every insert before it
+	// asks the driver for a wake-up, set exactly by the driver's visits and
+	// by a removal of the entry it stood for. Written under mu; read
+	// without it by a removal in another shard (Wheel.removed).
+	earliest atomic.Int64
+
 	// Batches, used only by the driver goroutine and reused.
 	due   []entry
 	fires []Fire
@@ -28,12 +37,14 @@ type shard struct {
 }
 
 func newShard(w *Wheel, index uint32, slots int) *shard {
-	return &shard{
+	s := &shard{
 		w:      w,
 		index:  index,
 		items:  newRing(w.tick, slots, 0),
 		timers: newRing(w.tick, min(slots, 256), 0),
 	}
+	s.earliest.Store(math.MaxInt64)
+	return s
 }
 
 // pass handles everything due in the shard up to tick now (nowNs in ns):
@@ -56,11 +67,44 @@ func (s *shard) pass(now, nowNs int64) (next int64, ok bool) {
 		}
 	}
 	defer s.mu.Unlock()
+	return s.nextLocked()
+}
+
+// nextLocked returns the shard's next tick with work, and makes it
+// s.earliest; ok is false when the shard is empty.
+func (s *shard) nextLocked() (next int64, ok bool) {
 	next, ok = s.items.next()
 	if t, tok := s.timers.next(); tok && (!ok || t < next) {
 		next, ok = t, true
 	}
+	if ok {
+		s.earliest.Store(next)
+	} else {
+		s.earliest.Store(math.MaxInt64)
+	}
 	return next, ok
+}
+
+// insertedLocked records that the shard has work at tick t, then asks the
+// driver to wake up for it if it sleeps longer (Wheel.wakeFor).
+func (s *shard) insertedLocked(t int64) {
+	if t < s.earliest.Load() {
+		s.earliest.Store(t)
+	}
+	s.w.wakeFor(t)
+}
+
+// removedLocked records that e, which fired next at tick t of ring r, is
+// gone; if it was the shard's earliest work, the shard's next tick is
+// found again, and the driver, if it sleeps until t, re-armed for the
+// earliest work left in any shard (Wheel.removed).
+func (s *shard) removedLocked(r *ring, e entry) {
+	t := r.fireTick(e.due)
+	if t > s.earliest.Load() {
+		return
+	}
+	s.nextLocked()
+	s.w.removed(t)
 }
 
 // deliver hands the collected fires to Dispatch and runs the collected
@@ -124,5 +168,5 @@ func (s *shard) growLocked(i int32) {
 // insertLocked inserts the item of e, which is addressable and not
 // scheduled.
 func (s *shard) insertLocked(e entry) {
-	s.w.wakeFor(s.items.insert(e))
+	s.insertedLocked(s.items.insert(e))
 }

@@ -136,7 +136,9 @@ func (w *Wheel) Schedule(id ID, gen uint32, firstAt time.Time, period time.Durat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.growLocked(i)
-	s.items.remove(i)
+	if e, ok := s.items.remove(i); ok {
+		s.removedLocked(s.items, e)
+	}
 	s.insertLocked(entry{due: due, period: int64(period), id: i, gen: gen})
 	return nil
 }
@@ -159,6 +161,7 @@ func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error 
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
+	s.removedLocked(s.items, e)
 	e.due, e.period = due, int64(period)
 	s.insertLocked(e)
 	return nil
@@ -180,6 +183,7 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
+	s.removedLocked(s.items, e)
 	p := int64(period)
 	prev := e.due - e.period
 	due := prev + p
@@ -200,7 +204,10 @@ func (w *Wheel) Cancel(id ID) bool {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.items.remove(i)
+	e, ok := s.items.remove(i)
+	if ok {
+		s.removedLocked(s.items, e)
+	}
 	return ok
 }
 

@@ -1,0 +1,93 @@
+package wheel_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/probed/probed/engine/wheel"
+)
+
+// TestDriverWakesOnlyForWork: the driver wakes up only at ticks with work.
+// An insert before the tick it sleeps until re-arms its timer without
+// waking it, and a removal of the work it sleeps until (a timer stopped,
+// an item cancelled or moved) re-arms it for the next work left, in any
+// shard, so that it does not wake up for nothing. Timing on the fake
+// clock; Stats.Wakes counts the wake-ups.
+func TestDriverWakesOnlyForWork(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		// act runs with the driver asleep until 100ms (item 1, in shard 1
+		// of 2); it returns the time of the next work it leaves and
+		// whether that work is item 1 at 100ms.
+		act func(t *testing.T, h *harness) (next time.Duration, item bool)
+	}{
+		{"timer after the next fire", func(t *testing.T, h *harness) (time.Duration, bool) {
+			h.w.After(200*ms, func() {})
+			return 100 * ms, true
+		}},
+		{"timer before the next fire", func(t *testing.T, h *harness) (time.Duration, bool) {
+			h.w.After(10*ms, func() {})
+			return 10 * ms, false
+		}},
+		{"timer before the next fire, stopped", func(t *testing.T, h *harness) (time.Duration, bool) {
+			tm := h.w.After(10*ms, func() {})
+			h.park()
+			if !tm.Stop() {
+				t.Fatal("Stop() = false, want true")
+			}
+			return 100 * ms, true
+		}},
+		{"item in the other shard before the next fire, cancelled", func(t *testing.T, h *harness) (time.Duration, bool) {
+			if err := h.w.Schedule(2, 0, at(10*ms), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			h.park()
+			if !h.w.Cancel(2) {
+				t.Fatal("Cancel(2) = false, want true")
+			}
+			return 100 * ms, true
+		}},
+		{"next fire moved later", func(t *testing.T, h *harness) (time.Duration, bool) {
+			if err := h.w.Reschedule(1, at(300*ms), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			return 300 * ms, true
+		}},
+		{"next fire moved later, a timer before it", func(t *testing.T, h *harness) (time.Duration, bool) {
+			h.w.After(150*ms, func() {})
+			h.park()
+			if err := h.w.Reschedule(1, at(300*ms), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			return 150 * ms, false
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, wheel.WithShards(2)).start()
+			if err := h.w.Schedule(1, 0, at(100*ms), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			h.park()
+			before := h.w.Stats().Wakes
+			next, item := tt.act(t, h)
+			h.park()
+			h.advanceTo(at(next - ms))
+			if got := h.w.Stats().Wakes; got != before {
+				t.Errorf("the driver woke up %d times before the next work (at %v); want 0", got-before, next)
+			}
+			h.advanceTo(at(next))
+			if got := h.w.Stats().Wakes; got != before+1 {
+				t.Errorf("the driver woke up %d times for the work at %v; want 1", got-before, next)
+			}
+			fires := h.drain()
+			if item && (len(fires) != 1 || fires[0].ID != 1 || fires[0].Due != at(next)) {
+				t.Errorf("fires at %v: %+v; want item 1's", next, fires)
+			}
+			if !item && len(fires) != 0 {
+				t.Errorf("fires at %v: %+v; want none", next, fires)
+			}
+		})
+	}
+}
