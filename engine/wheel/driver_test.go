@@ -7,12 +7,12 @@ import (
 	"github.com/probed/probed/engine/wheel"
 )
 
-// TestDriverWakesOnlyForWork: the driver wakes up only at ticks with work.
-// An insert before the tick it sleeps until re-arms its timer without
-// waking it, and a removal of the work it sleeps until (a timer stopped,
-// an item cancelled or moved) re-arms it for the next work left, in any
-// shard, so that it does not wake up for nothing. Timing on the fake
-// clock; Stats.Wakes counts the wake-ups.
+// TestDriverWakesOnlyForWork: the driver wakes up only at ticks with work,
+// and once to re-arm for an insert before the tick it sleeps until. A
+// removal of the work it sleeps until (a timer stopped, an item cancelled
+// or moved) re-arms it for the next work left, in any shard, so that it
+// does not wake up for nothing. Timing on the fake clock; Stats.Wakes
+// counts the wake-ups.
 func TestDriverWakesOnlyForWork(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
@@ -21,15 +21,18 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 		// of 2); it returns the time of the next work it leaves and
 		// whether that work is item 1 at 100ms.
 		act func(t *testing.T, h *harness) (next time.Duration, item bool)
+		// toArm is the number of wake-ups act causes at once: one per
+		// insert before the tick the driver sleeps until.
+		toArm uint64
 	}{
 		{"timer after the next fire", func(t *testing.T, h *harness) (time.Duration, bool) {
 			h.w.After(200*ms, func() {})
 			return 100 * ms, true
-		}},
+		}, 0},
 		{"timer before the next fire", func(t *testing.T, h *harness) (time.Duration, bool) {
 			h.w.After(10*ms, func() {})
 			return 10 * ms, false
-		}},
+		}, 1},
 		{"timer before the next fire, stopped", func(t *testing.T, h *harness) (time.Duration, bool) {
 			tm := h.w.After(10*ms, func() {})
 			h.park()
@@ -37,7 +40,7 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 				t.Fatal("Stop() = false, want true")
 			}
 			return 100 * ms, true
-		}},
+		}, 1},
 		{"item in the other shard before the next fire, cancelled", func(t *testing.T, h *harness) (time.Duration, bool) {
 			if err := h.w.Schedule(2, 0, at(10*ms), time.Hour); err != nil {
 				t.Fatal(err)
@@ -47,13 +50,13 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 				t.Fatal("Cancel(2) = false, want true")
 			}
 			return 100 * ms, true
-		}},
+		}, 1},
 		{"next fire moved later", func(t *testing.T, h *harness) (time.Duration, bool) {
 			if err := h.w.Reschedule(1, at(300*ms), time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			return 300 * ms, true
-		}},
+		}, 0},
 		{"next fire moved later, a timer before it", func(t *testing.T, h *harness) (time.Duration, bool) {
 			h.w.After(150*ms, func() {})
 			h.park()
@@ -61,7 +64,7 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			return 150 * ms, false
-		}},
+		}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +76,10 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 			before := h.w.Stats().Wakes
 			next, item := tt.act(t, h)
 			h.park()
+			if got := h.w.Stats().Wakes - before; got != tt.toArm {
+				t.Errorf("the driver woke up %d times at once; want %d", got, tt.toArm)
+			}
+			before += tt.toArm
 			h.advanceTo(at(next - ms))
 			if got := h.w.Stats().Wakes; got != before {
 				t.Errorf("the driver woke up %d times before the next work (at %v); want 0", got-before, next)

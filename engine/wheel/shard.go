@@ -170,3 +170,12 @@ func (s *shard) growLocked(i int32) {
 func (s *shard) insertLocked(e entry) {
 	s.insertedLocked(s.items.insert(e))
 }
+
+// moveLocked inserts the item of e, whose entry old was just removed, and
+// then records old's removal: in this order, so that moving the work the
+// driver sleeps until to a later tick re-arms the driver for the new
+// tick rather than waking it.
+func (s *shard) moveLocked(old, e entry) {
+	s.insertLocked(e)
+	s.removedLocked(s.items, old)
+}

@@ -27,7 +27,7 @@ var latenessBounds = [NumLatenessBuckets]time.Duration{
 // are current counts.
 type Stats struct {
 	Fires     uint64 // fires handed to Dispatch
-	Wakes     uint64 // times the driver woke up: at a tick with work, or for an insert into a tick begun
+	Wakes     uint64 // times the driver woke up: at a tick with work, or for an insert before the tick it slept until
 	Missed    uint64 // grid points passed over while a driver was behind
 	Scheduled int    // items currently scheduled
 	Timers    int    // one-shot timers pending

@@ -136,10 +136,12 @@ func (w *Wheel) Schedule(id ID, gen uint32, firstAt time.Time, period time.Durat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.growLocked(i)
-	if e, ok := s.items.remove(i); ok {
-		s.removedLocked(s.items, e)
+	e := entry{due: due, period: int64(period), id: i, gen: gen}
+	if old, ok := s.items.remove(i); ok {
+		s.moveLocked(old, e)
+	} else {
+		s.insertLocked(e)
 	}
-	s.insertLocked(entry{due: due, period: int64(period), id: i, gen: gen})
 	return nil
 }
 
@@ -161,9 +163,9 @@ func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error 
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
-	s.removedLocked(s.items, e)
+	old := e
 	e.due, e.period = due, int64(period)
-	s.insertLocked(e)
+	s.moveLocked(old, e)
 	return nil
 }
 
@@ -183,7 +185,7 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
-	s.removedLocked(s.items, e)
+	old := e
 	p := int64(period)
 	prev := e.due - e.period
 	due := prev + p
@@ -191,7 +193,7 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 		due = prev + ceilDiv(now-prev, p)*p
 	}
 	e.due, e.period = due, p
-	s.insertLocked(e)
+	s.moveLocked(old, e)
 	return nil
 }
 
