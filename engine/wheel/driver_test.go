@@ -1,6 +1,7 @@
 package wheel_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +97,38 @@ func TestDriverWakesOnlyForWork(t *testing.T) {
 				t.Errorf("fires at %v: %+v; want none", next, fires)
 			}
 		})
+	}
+}
+
+// TestRemovalRacingAnInsertMissesNoWakeUp: while the work the driver sleeps
+// until is removed in one shard, an item inserted in another shard between
+// that tick and the next work left still fires on time: the removal, which
+// re-arms the driver for later, sees the insert, or the insert sees the
+// driver being re-armed.
+func TestRemovalRacingAnInsertMissesNoWakeUp(t *testing.T) {
+	ms := time.Millisecond
+	for round := range 200 {
+		h := newHarness(t, wheel.WithShards(2)).start()
+		// Items 0 and 2 are in shard 0, item 1 in shard 1.
+		if err := h.w.Schedule(0, 0, at(50*ms), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.w.Schedule(2, 0, at(100*ms), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		h.park()
+		var wg sync.WaitGroup
+		wg.Go(func() { h.w.Cancel(0) })
+		wg.Go(func() {
+			if err := h.w.Schedule(1, 0, at(70*ms), time.Hour); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		h.advanceTo(at(70 * ms))
+		if fires := h.drain(); len(fires) != 1 || fires[0].ID != 1 {
+			t.Fatalf("round %d: fires at 70ms %+v, want item 1's", round, fires)
+		}
+		h.stop()
 	}
 }
