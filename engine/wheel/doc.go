@@ -38,7 +38,11 @@
 // goroutine that calls Run, serves every shard: it sleeps on one reused
 // clock timer until the earliest non-empty slot of any shard (or an hour
 // when the wheel is empty), so a sparse wheel sleeps across the empty ticks;
-// inserting an earlier item wakes it through a one-slot channel. When it
+// inserting an earlier item wakes it through a one-slot channel, and
+// removing the work it sleeps until (a timer stopped, an item cancelled or
+// moved) re-arms its timer for the earliest work left, so that it does not
+// wake up for nothing (each shard keeps its earliest tick with work in an
+// atomic for that). When it
 // wakes it visits the shards in turn, and in each handles every tick that
 // has passed, one at a time: under the shard's lock it collects the tick's
 // due items and advances their schedules, then it releases the lock and

@@ -40,7 +40,6 @@ type driver struct {
 	armed     bool            // guarded by mu; timer is set for armedTick and has not fired
 	armedTick int64           // guarded by mu
 	passing   bool            // guarded by mu; the driver is in a pass and re-arms at its end
-	pending   int64           // guarded by mu; earliest tick inserted during the pass
 }
 
 func (d *driver) init(tick time.Duration) {
@@ -108,21 +107,26 @@ func (w *Wheel) pass(fired bool) (again bool) {
 		d.armed = false
 	}
 	d.wakeAt.Store(notArmed)
-	d.passing, d.pending = true, math.MaxInt64
+	d.passing = true
 	d.mu.Unlock()
 
 	nowNs := int64(w.clock.Since(w.epoch))
 	now := nowNs / w.tick
-	next := now + d.idle
 	for _, s := range w.shards {
-		if t, ok := s.pass(now, nowNs); ok {
-			next = min(next, t)
-		}
+		s.pass(now, nowNs)
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !w.armLocked(min(next, d.pending)) {
+	// The shards' earliest work, read under mu: an insert during the pass
+	// lowered its shard's earliest before it took mu (wakeFor), an insert
+	// after this read waits for mu and then finds the timer armed, and a
+	// timer stopped or an item moved during the pass raised it again.
+	next := now + d.idle
+	for _, s := range w.shards {
+		next = min(next, s.earliest.Load())
+	}
+	if !w.armLocked(next) {
 		// Still passing: inserts until the next pass visits their shard
 		// are seen by that visit.
 		return true
@@ -180,8 +184,7 @@ func (w *Wheel) wakeFor(t int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.passing:
-		d.pending = min(d.pending, t)
+	case d.passing: // the pass re-arms for the shards' earliest
 		return
 	case d.armed && t >= d.armedTick:
 		return

@@ -132,3 +132,33 @@ func TestRemovalRacingAnInsertMissesNoWakeUp(t *testing.T) {
 		h.stop()
 	}
 }
+
+// TestTimerStoppedDuringAPassWakesNothing: a probe's timeout armed and
+// stopped while the driver hands out fires (a probe that returns at once)
+// does not make the driver wake up at the timeout's tick.
+func TestTimerStoppedDuringAPassWakesNothing(t *testing.T) {
+	ms := time.Millisecond
+	h := newHarness(t, wheel.WithShards(2))
+	h.onFire = func(wheel.Fire) {
+		if !h.w.After(5*ms, func() {}).Stop() {
+			t.Error("Stop() = false, want true")
+		}
+	}
+	h.start()
+	if err := h.w.Schedule(1, 0, at(10*ms), 100*ms); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(at(10 * ms))
+	if n := len(h.drain()); n != 1 {
+		t.Fatalf("%d fires at 10ms, want 1", n)
+	}
+	before := h.w.Stats().Wakes
+	h.advanceTo(at(109 * ms))
+	if got := h.w.Stats().Wakes - before; got != 0 {
+		t.Errorf("the driver woke up %d times before the next fire; want 0", got)
+	}
+	h.advanceTo(at(110 * ms))
+	if n := len(h.drain()); n != 1 {
+		t.Errorf("%d fires at 110ms, want 1", n)
+	}
+}

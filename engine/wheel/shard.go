@@ -50,9 +50,8 @@ func newShard(w *Wheel, index uint32, slots int) *shard {
 // pass handles everything due in the shard up to tick now (nowNs in ns):
 // one tick at a time, it collects the due fires and, with no lock held,
 // hands them to Dispatch (with the due timer functions after the first
-// tick). It returns the next tick with work; ok is false when the shard is
-// empty.
-func (s *shard) pass(now, nowNs int64) (next int64, ok bool) {
+// tick). It then sets s.earliest to the shard's next tick with work.
+func (s *shard) pass(now, nowNs int64) {
 	s.mu.Lock()
 	s.fireTimersLocked(now)
 	for {
@@ -67,22 +66,20 @@ func (s *shard) pass(now, nowNs int64) (next int64, ok bool) {
 		}
 	}
 	defer s.mu.Unlock()
-	return s.nextLocked()
+	s.nextLocked()
 }
 
-// nextLocked returns the shard's next tick with work, and makes it
-// s.earliest; ok is false when the shard is empty.
-func (s *shard) nextLocked() (next int64, ok bool) {
-	next, ok = s.items.next()
+// nextLocked sets s.earliest to the shard's next tick with work
+// (math.MaxInt64 when the shard is empty).
+func (s *shard) nextLocked() {
+	next, ok := s.items.next()
 	if t, tok := s.timers.next(); tok && (!ok || t < next) {
 		next, ok = t, true
 	}
-	if ok {
-		s.earliest.Store(next)
-	} else {
-		s.earliest.Store(math.MaxInt64)
+	if !ok {
+		next = math.MaxInt64
 	}
-	return next, ok
+	s.earliest.Store(next)
 }
 
 // insertedLocked records that the shard has work at tick t, then asks the
