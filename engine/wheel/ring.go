@@ -49,13 +49,12 @@ type ring struct {
 	heads   []int32  // per slot (level 0, then level 1): first block, or nilIndex
 	bits    []uint64 // bit s set <=> slot s is not empty
 
-	tick    int64   // ns per tick
-	perTick float64 // 1/tick: fireTick divides by multiplying
-	n0      int64   // slots per level, a power of two
-	shift   uint    // log2(n0)
-	mask    int64   // n0 - 1
-	cur     int64   // next tick to process
-	linked  int     // entries in the ring
+	tick   int64 // ns per tick
+	n0     int64 // slots per level, a power of two
+	shift  uint  // log2(n0)
+	mask   int64 // n0 - 1
+	cur    int64 // next tick to process
+	linked int   // entries in the ring
 
 	scratch []entry // for cascade and sweep, reused
 }
@@ -64,15 +63,14 @@ type ring struct {
 // of two, at least 64), whose next tick to process is cur.
 func newRing(tick int64, slots int, cur int64) *ring {
 	r := &ring{
-		free:    nilIndex,
-		heads:   make([]int32, 2*slots),
-		bits:    make([]uint64, 2*slots/64),
-		tick:    tick,
-		perTick: 1 / float64(tick),
-		n0:      int64(slots),
-		shift:   uint(bits.TrailingZeros(uint(slots))),
-		mask:    int64(slots - 1),
-		cur:     cur,
+		free:  nilIndex,
+		heads: make([]int32, 2*slots),
+		bits:  make([]uint64, 2*slots/64),
+		tick:  tick,
+		n0:    int64(slots),
+		shift: uint(bits.TrailingZeros(uint(slots))),
+		mask:  int64(slots - 1),
+		cur:   cur,
 	}
 	for i := range r.heads {
 		r.heads[i] = nilIndex
@@ -103,21 +101,8 @@ func (r *ring) get(id int32) entry { return r.entries[r.loc[id]] }
 
 // fireTick is the tick at which a fire due at ns fires: the first tick
 // boundary at or after it, but never before cur.
-//
-// Every fire reinserts its item, so this runs once per fire: it divides by
-// a multiplication in floating point, then corrects the quotient to the
-// exact ceiling, instead of a 64-bit integer division, which is not
-// pipelined and cost about three times as much. With |due| <= maxOffset
-// and tick >= MinTick the estimate is within 1 of the ceiling, so each
-// loop runs at most once.
 func (r *ring) fireTick(due int64) int64 {
-	t := int64(float64(due) * r.perTick)
-	for t*r.tick < due {
-		t++
-	}
-	for (t-1)*r.tick >= due {
-		t--
-	}
+	t := ceilDiv(due, r.tick)
 	if t < r.cur {
 		t = r.cur
 	}

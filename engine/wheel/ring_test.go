@@ -24,30 +24,6 @@ func TestCeilDiv(t *testing.T) {
 	}
 }
 
-// TestFireTickIsTheCeiling: fireTick, which divides by multiplying with
-// 1/tick, is the exact ceiling of due/tick (never before cur) at the
-// extremes of ticks and due times and at random points.
-func TestFireTickIsTheCeiling(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, tick := range []int64{int64(MinTick), 999_983, int64(DefaultTick), 1_000_003, 7 * 1e9, 1 << 40} {
-		r := newRing(tick, 64, -1<<62)
-		dues := []int64{0, 1, -1, tick - 1, tick, tick + 1, -tick, -tick - 1, maxOffset, -maxOffset, maxOffset - 1, -maxOffset + 1}
-		for range 10_000 {
-			k := rng.Int64N(2*(maxOffset/tick)) - maxOffset/tick
-			dues = append(dues, k*tick, k*tick+1, k*tick-1, rng.Int64()-maxOffset)
-		}
-		for _, due := range dues {
-			if got, want := r.fireTick(due), ceilDiv(due, tick); got != want {
-				t.Fatalf("tick %d: fireTick(%d) = %d, want %d", tick, due, got, want)
-			}
-		}
-		r.cur = 5
-		if got := r.fireTick(tick); got != 5 {
-			t.Errorf("tick %d: fireTick(tick) with cur 5 = %d, want 5", tick, got)
-		}
-	}
-}
-
 func TestNextSet(t *testing.T) {
 	tests := []struct {
 		name string
