@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -45,7 +44,6 @@ const resizeEvery = time.Second / resizeSamples
 // A run is one step (Engine.step) on a pooled goroutine.
 type executor struct {
 	clock       clockwork.Clock
-	epoch       time.Time // runner.firstDue counts from it
 	wheel       *wheel.Wheel
 	step        func(ctx context.Context, r *runner, gen uint64)
 	maxInflight int64
@@ -72,6 +70,10 @@ type executor struct {
 	mu    sync.RWMutex // guards slots and free
 	slots []*runner    // by wheel.ID
 	free  []wheel.ID
+	// gens numbers the schedules put on the wheel (runner.schedGen), so
+	// that a fire collected for an ID's earlier schedule is told from one
+	// of its current schedule.
+	gens atomic.Uint32
 
 	// cancelling counts runs cancelled (their timeout passed, or their
 	// probe was stopped) that have not ended yet.
@@ -89,7 +91,6 @@ type executor struct {
 func newExecutor(clock clockwork.Clock, o *Options, step func(context.Context, *runner, uint64)) *executor {
 	x := &executor{
 		clock:        clock,
-		epoch:        clock.Now(),
 		step:         step,
 		maxInflight:  int64(o.MaxInflight),
 		maxUnwritten: int64(o.MaxUnwritten),
@@ -219,7 +220,7 @@ func (x *executor) dispatch(fires []wheel.Fire) {
 		if int(f.ID) < len(x.slots) {
 			r = x.slots[f.ID]
 		}
-		if r == nil || int64(f.Due.Sub(x.epoch)) < r.firstDue.Load() {
+		if r == nil || f.Gen != r.schedGen.Load() {
 			continue // freed, or a fire of the ID's previous holder
 		}
 		if r.unwritten.Load() > 0 && x.unwritten.Load() >= x.maxUnwritten {
@@ -349,7 +350,7 @@ func (x *executor) interrupt(r *runner) {
 // Until r is scheduled no fire runs it: a fire collected for the ID's
 // previous holder must not start r before its schedule (initial delay).
 func (x *executor) alloc(r *runner) error {
-	r.firstDue.Store(math.MaxInt64)
+	r.schedGen.Store(0)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if n := len(x.free); n > 0 {
@@ -378,16 +379,27 @@ func (x *executor) freeID(r *runner) {
 // schedule puts r on the wheel: first at first, then every period (first
 // may be in the past: the run is then due at once). entry.mu held.
 func (x *executor) schedule(r *runner, first time.Time, period time.Duration) error {
-	r.firstDue.Store(int64(first.Sub(x.epoch)))
-	return x.scheduled(r, x.wheel.Schedule(r.id, first, period))
+	return x.scheduled(r, x.wheel.Schedule(r.id, x.newSchedule(r), first, period))
+}
+
+// newSchedule gives r the generation of a new schedule and returns it: a
+// fire collected for any earlier schedule of r's wheel ID (this probe's or
+// that of an earlier holder of the ID) no longer runs r. Never 0, which
+// stands for "no schedule". entry.mu held.
+func (x *executor) newSchedule(r *runner) uint32 {
+	g := x.gens.Add(1)
+	for g == 0 {
+		g = x.gens.Add(1)
+	}
+	r.schedGen.Store(g)
+	return g
 }
 
 // spread puts r on the wheel at a point of [now, now+period) fixed by its
 // ID (no thundering herd when many probes start together), then every
 // period. entry.mu held.
 func (x *executor) spread(r *runner, now time.Time, period time.Duration) error {
-	r.firstDue.Store(int64(now.Sub(x.epoch)))
-	return x.scheduled(r, x.wheel.Spread(r.id, now, period))
+	return x.scheduled(r, x.wheel.Spread(r.id, x.newSchedule(r), now, period))
 }
 
 // reschedule moves r's next run to next, then every period. entry.mu

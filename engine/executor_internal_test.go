@@ -181,7 +181,7 @@ func TestSkippedFireDoesNotAllocate(t *testing.T) {
 	x.inflight.Store(1) // the one run allowed is in progress
 	r := &runner{}
 	x.slots = []*runner{r}
-	fires := []wheel.Fire{{ID: 0, Due: x.epoch}}
+	fires := []wheel.Fire{{ID: 0, Due: clock.Now()}}
 	allocs := testing.AllocsPerRun(100, func() { x.dispatch(fires) })
 	if allocs != 0 {
 		t.Errorf("a skipped fire allocates %v times; want 0", allocs)
@@ -240,4 +240,94 @@ func TestIdleWorkersTrimmedWithinASecond(t *testing.T) {
 		clock.Advance(resizeEvery)
 	}
 	waitUntil(t, fmt.Sprintf("idle workers down to %d", keep), func() bool { return p.idle.Load() == keep })
+}
+
+// TestStaleFireIgnoredByGeneration: a fire collected by the wheel for an
+// earlier schedule of a wheel ID — that of the ID's previous holder, whose
+// probe an update replaced, or of this probe before it was unscheduled and
+// scheduled again — starts nothing, whatever its due time; a fire of the
+// current schedule starts a run. The fires are delivered as the wheel's
+// driver does after it has released its lock, so they race with nothing.
+// At maxInflight runs in progress a started fire is counted as skipped
+// (busy), which is how the test sees that it was taken as current.
+func TestStaleFireIgnoredByGeneration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// stale schedules r, returns a fire of that schedule, then makes
+		// a new schedule (of r or of the ID's next holder, returned).
+		stale func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner)
+	}{
+		{"previous holder of the ID, due after the new holder's first run", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
+			if err := x.schedule(r, now.Add(10*time.Second), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			f := fireOf(r, now.Add(10*time.Second))
+			x.retire(r) // an update replaced the probe
+			next := &runner{entry: r.entry}
+			if err := x.alloc(next); err != nil {
+				t.Fatal(err)
+			}
+			if next.id != r.id {
+				t.Fatalf("the new probe has ID %d, want the freed %d", next.id, r.id)
+			}
+			if err := x.schedule(next, now.Add(time.Second), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return f, next
+		}},
+		{"previous holder of the ID, not scheduled yet", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
+			if err := x.schedule(r, now, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			f := fireOf(r, now)
+			x.retire(r)
+			next := &runner{entry: r.entry}
+			if err := x.alloc(next); err != nil {
+				t.Fatal(err)
+			}
+			return f, next
+		}},
+		{"same probe, unscheduled and spread again at the fire's due time", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
+			if err := x.spread(r, now, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			f := fireOf(r, now)
+			x.unschedule(r) // disowned, then owned again
+			if err := x.spread(r, now, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return f, r
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := clockwork.NewFakeClock()
+			o := Options{MaxInflight: 1, MaxUnwritten: 1, Tick: time.Millisecond, Shards: 1}
+			x := newExecutor(clock, &o, func(context.Context, *runner, uint64) {})
+			x.inflight.Store(1) // a fire taken as current is counted as skipped
+			r := &runner{entry: &entry{name: "web"}}
+			if err := x.alloc(r); err != nil {
+				t.Fatal(err)
+			}
+			stale, current := tt.stale(t, x, r, clock.Now())
+			x.dispatch([]wheel.Fire{stale})
+			if got := x.skippedBusy.Load(); got != 0 {
+				t.Fatalf("the stale fire %+v was taken as current (%d skipped as busy)", stale, got)
+			}
+			if current.scheduled {
+				x.dispatch([]wheel.Fire{fireOf(current, clock.Now())})
+				if got := x.skippedBusy.Load(); got != 1 {
+					t.Errorf("a fire of the current schedule: %d skipped as busy, want 1 (taken as current)", got)
+				}
+			}
+		})
+	}
+}
+
+// fireOf returns a fire of r's current schedule due at due, as the wheel
+// delivers it.
+func fireOf(r *runner, due time.Time) wheel.Fire {
+	return wheel.Fire{ID: r.id, Gen: r.schedGen.Load(), Due: due}
 }

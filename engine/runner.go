@@ -48,10 +48,12 @@ type runner struct {
 	// collected before a reset, update or delete is never applied to the
 	// new state.
 	gen atomic.Uint64
-	// firstDue is the due time of the first fire of the current schedule,
-	// in ns since the executor's epoch: a fire due before it was collected for an earlier holder
-	// of the same wheel ID and is stale.
-	firstDue atomic.Int64
+	// schedGen is the wheel generation of the current schedule (Fire.Gen),
+	// 0 while the probe has none: a fire of another generation was
+	// collected for an earlier schedule of the same wheel ID (an earlier
+	// holder of the ID, or this probe before it was unscheduled) and is
+	// stale.
+	schedGen atomic.Uint32
 	// Guarded by entry.mu:
 	run   *runControl // the run in progress, once it has started checking
 	after *afterRun   // nil unless something waits for the run in progress

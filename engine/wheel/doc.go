@@ -21,7 +21,7 @@
 // works, and each item is touched at most once per level-1 round.
 //
 // A slot is a singly linked list of blocks of 16 entries of 24 bytes (due
-// time, period, id), taken from a per-shard slab with a free list; a
+// time, period, id, generation), taken from a per-shard slab with a free list; a
 // per-shard slice indexed by id locates each item's entry, so inserting,
 // removing and firing are O(1), and a bit per slot marks the non-empty ones
 // so the driver finds the next due slot by scanning a few words. Firing a
@@ -38,7 +38,11 @@
 // goroutine that calls Run, serves every shard: it sleeps on one reused
 // clock timer until the earliest non-empty slot of any shard (or an hour
 // when the wheel is empty), so a sparse wheel sleeps across the empty ticks;
-// inserting an earlier item wakes it through a one-slot channel. When it
+// inserting an earlier item wakes it through a one-slot channel, and
+// removing the work it sleeps until (a timer stopped, an item cancelled or
+// moved) re-arms its timer for the earliest work left, so that it does not
+// wake up for nothing (each shard keeps its earliest tick with work in an
+// atomic for that). When it
 // wakes it visits the shards in turn, and in each handles every tick that
 // has passed, one at a time: under the shard's lock it collects the tick's
 // due items and advances their schedules, then it releases the lock and

@@ -31,13 +31,15 @@ type driver struct {
 	// before a pass visits any shard, and an insert holds its shard's lock,
 	// so either that pass sees the insert or the insert sees notArmed.
 	wakeAt atomic.Int64
+	// wakes counts the times the driver woke up: its timer fired, or an
+	// insert before the tick it slept until woke it (Stats.Wakes).
+	wakes atomic.Uint64
 
 	mu        sync.Mutex
 	timer     clockwork.Timer // guarded by mu; written only by the driver, nil when it is not running
 	armed     bool            // guarded by mu; timer is set for armedTick and has not fired
 	armedTick int64           // guarded by mu
 	passing   bool            // guarded by mu; the driver is in a pass and re-arms at its end
-	pending   int64           // guarded by mu; earliest tick inserted during the pass
 }
 
 func (d *driver) init(tick time.Duration) {
@@ -72,6 +74,7 @@ func (w *Wheel) drive(ctx context.Context) {
 		case <-d.wake:
 			fired = false
 		}
+		d.wakes.Add(1)
 	}
 }
 
@@ -104,21 +107,26 @@ func (w *Wheel) pass(fired bool) (again bool) {
 		d.armed = false
 	}
 	d.wakeAt.Store(notArmed)
-	d.passing, d.pending = true, math.MaxInt64
+	d.passing = true
 	d.mu.Unlock()
 
 	nowNs := int64(w.clock.Since(w.epoch))
 	now := nowNs / w.tick
-	next := now + d.idle
 	for _, s := range w.shards {
-		if t, ok := s.pass(now, nowNs); ok {
-			next = min(next, t)
-		}
+		s.pass(now, nowNs)
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !w.armLocked(min(next, d.pending)) {
+	// The shards' earliest work, read under mu: an insert during the pass
+	// lowered its shard's earliest before it took mu (wakeFor), an insert
+	// after this read waits for mu and then finds the timer armed, and a
+	// timer stopped or an item moved during the pass raised it again.
+	next := now + d.idle
+	for _, s := range w.shards {
+		next = min(next, s.earliest.Load())
+	}
+	if !w.armLocked(next) {
 		// Still passing: inserts until the next pass visits their shard
 		// are seen by that visit.
 		return true
@@ -162,7 +170,12 @@ func (w *Wheel) armLocked(next int64) bool {
 // timer it sleeps on; a driver in a pass takes t into account when it
 // re-arms at the end of the pass. It stops that timer first, so that a fake
 // clock sees the driver as busy until it has re-armed. The caller holds the
-// lock of the shard t was inserted in.
+// lock of the shard t was inserted in, and has lowered that shard's
+// earliest to t.
+//
+// (Re-arming the driver's timer here instead, so that the driver sleeps
+// on, measured more CPU, not less: the Go runtime then wakes its network
+// poller to shorten its sleep, which costs more than waking the driver.)
 func (w *Wheel) wakeFor(t int64) {
 	d := &w.drv
 	if t >= d.wakeAt.Load() {
@@ -171,8 +184,7 @@ func (w *Wheel) wakeFor(t int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.passing:
-		d.pending = min(d.pending, t)
+	case d.passing: // the pass re-arms for the shards' earliest
 		return
 	case d.armed && t >= d.armedTick:
 		return
@@ -184,5 +196,35 @@ func (w *Wheel) wakeFor(t int64) {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// removed re-arms the driver's timer when the work it sleeps until, at
+// tick t, was removed (a timer stopped, an item cancelled or moved): it
+// then sleeps until the earliest work left in any shard instead of waking
+// up for nothing. The caller holds the lock of the shard t was removed
+// from, and has set that shard's earliest.
+//
+// Another shard's insert before tick t cannot be missed: the insert lowers
+// its shard's earliest before it reads wakeAt, and removed stores notArmed
+// in wakeAt before it reads the shards' earliest, so either it sees that
+// shard's new earliest or the insert sees notArmed and waits for drv.mu.
+func (w *Wheel) removed(t int64) {
+	d := &w.drv
+	if t != d.wakeAt.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.armed || d.passing || t != d.armedTick {
+		return
+	}
+	d.wakeAt.Store(notArmed)
+	next := int64(w.clock.Since(w.epoch))/w.tick + d.idle
+	for _, s := range w.shards {
+		next = min(next, s.earliest.Load())
+	}
+	if next <= t || !w.armLocked(next) {
+		d.wakeAt.Store(d.armedTick)
 	}
 }

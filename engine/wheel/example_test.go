@@ -22,7 +22,7 @@ func Example() {
 		}
 	}, wheel.WithShards(1))
 
-	if err := w.Schedule(42, start.Add(10*time.Millisecond), 100*time.Millisecond); err != nil {
+	if err := w.Schedule(42, 0, start.Add(10*time.Millisecond), 100*time.Millisecond); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -48,7 +48,7 @@ func TestWithTick(t *testing.T) {
 			h := newHarness(t, tt.opt, wheel.WithShards(1)).start()
 			// A period of 3.5 ticks puts the fires off the tick grid.
 			first, period := tt.wantTick+15*us, 3*tt.wantTick+tt.wantTick/2
-			if err := h.w.Schedule(1, at(first), period); err != nil {
+			if err := h.w.Schedule(1, 0, at(first), period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			expectFires(t, h, 1, tt.wantTick, first, first+period, first+2*period)
@@ -74,7 +74,7 @@ func TestWithSlots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, wheel.WithSlots(tt.slots), wheel.WithShards(1)).start()
 			first := 7*ms + 1
-			if err := h.w.Schedule(1, at(first), tt.period); err != nil {
+			if err := h.w.Schedule(1, 0, at(first), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			var want []time.Duration

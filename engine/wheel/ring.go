@@ -11,9 +11,10 @@ const blockSize = 16
 // entry is the scheduler state of one item or timer: 24 bytes, stored in
 // the slot where it fires next and moved on each fire.
 type entry struct {
-	due    int64 // next fire, in ns since the epoch
-	period int64 // ns between fires; 0 for one-shot timers
-	id     int32 // index of the item (or timer) in the shard
+	due    int64  // next fire, in ns since the epoch
+	period int64  // ns between fires; 0 for one-shot timers
+	id     int32  // index of the item (or timer) in the shard
+	gen    uint32 // the item's generation (Fire.Gen); 0 for timers
 }
 
 // block is the header of blockSize consecutive entries of ring.entries.

@@ -1,7 +1,9 @@
 package wheel
 
 import (
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +21,13 @@ type shard struct {
 	freeTimer []int32  // guarded by mu; unused timer ids
 	stats     counters // guarded by mu
 
+	// earliest is at most the first tick with work in the shard
+	// (math.MaxInt64 when it has none): lowered by every insert before it
+	// asks the driver for a wake-up, set exactly by the driver's visits and
+	// by a removal of the entry it stood for. Written under mu; read
+	// without it by a removal in another shard (Wheel.removed).
+	earliest atomic.Int64
+
 	// Batches, used only by the driver goroutine and reused.
 	due   []entry
 	fires []Fire
@@ -28,20 +37,21 @@ type shard struct {
 }
 
 func newShard(w *Wheel, index uint32, slots int) *shard {
-	return &shard{
+	s := &shard{
 		w:      w,
 		index:  index,
 		items:  newRing(w.tick, slots, 0),
 		timers: newRing(w.tick, min(slots, 256), 0),
 	}
+	s.earliest.Store(math.MaxInt64)
+	return s
 }
 
 // pass handles everything due in the shard up to tick now (nowNs in ns):
 // one tick at a time, it collects the due fires and, with no lock held,
 // hands them to Dispatch (with the due timer functions after the first
-// tick). It returns the next tick with work; ok is false when the shard is
-// empty.
-func (s *shard) pass(now, nowNs int64) (next int64, ok bool) {
+// tick). It then sets s.earliest to the shard's next tick with work.
+func (s *shard) pass(now, nowNs int64) {
 	s.mu.Lock()
 	s.fireTimersLocked(now)
 	for {
@@ -56,11 +66,42 @@ func (s *shard) pass(now, nowNs int64) (next int64, ok bool) {
 		}
 	}
 	defer s.mu.Unlock()
-	next, ok = s.items.next()
+	s.nextLocked()
+}
+
+// nextLocked sets s.earliest to the shard's next tick with work
+// (math.MaxInt64 when the shard is empty).
+func (s *shard) nextLocked() {
+	next, ok := s.items.next()
 	if t, tok := s.timers.next(); tok && (!ok || t < next) {
 		next, ok = t, true
 	}
-	return next, ok
+	if !ok {
+		next = math.MaxInt64
+	}
+	s.earliest.Store(next)
+}
+
+// insertedLocked records that the shard has work at tick t, then asks the
+// driver to wake up for it if it sleeps longer (Wheel.wakeFor).
+func (s *shard) insertedLocked(t int64) {
+	if t < s.earliest.Load() {
+		s.earliest.Store(t)
+	}
+	s.w.wakeFor(t)
+}
+
+// removedLocked records that e, which fired next at tick t of ring r, is
+// gone; if it was the shard's earliest work, the shard's next tick is
+// found again, and the driver, if it sleeps until t, re-armed for the
+// earliest work left in any shard (Wheel.removed).
+func (s *shard) removedLocked(r *ring, e entry) {
+	t := r.fireTick(e.due)
+	if t > s.earliest.Load() {
+		return
+	}
+	s.nextLocked()
+	s.w.removed(t)
 }
 
 // deliver hands the collected fires to Dispatch and runs the collected
@@ -99,6 +140,7 @@ func (s *shard) fireItemsLocked(now, nowNs int64) (more bool) {
 		e := &s.due[k]
 		s.fires = append(s.fires, Fire{
 			ID:  ID(uint32(e.id)*s.w.nshards + s.index),
+			Gen: e.gen,
 			Due: s.w.epoch.Add(time.Duration(e.due)),
 		})
 		s.stats.observe(nowNs - e.due)
@@ -120,8 +162,17 @@ func (s *shard) growLocked(i int32) {
 	s.items.grow(i)
 }
 
-// insertLocked inserts item i, which is addressable and not scheduled,
-// with the given schedule.
-func (s *shard) insertLocked(i int32, due, period int64) {
-	s.w.wakeFor(s.items.insert(entry{due: due, period: period, id: i}))
+// insertLocked inserts the item of e, which is addressable and not
+// scheduled.
+func (s *shard) insertLocked(e entry) {
+	s.insertedLocked(s.items.insert(e))
+}
+
+// moveLocked inserts the item of e, whose entry old was just removed, and
+// then records old's removal: in this order, so that moving the work the
+// driver sleeps until to a later tick re-arms the driver for the new
+// tick rather than waking it.
+func (s *shard) moveLocked(old, e entry) {
+	s.insertLocked(e)
+	s.removedLocked(s.items, old)
 }

@@ -40,7 +40,7 @@ func newStepper(tb testing.TB, n int) *stepper {
 		st.fires += len(fs)
 	}, WithShards(1))
 	for id := range ID(n) {
-		if err := st.w.Spread(id, st.clock.Now(), 100*time.Millisecond); err != nil {
+		if err := st.w.Spread(id, 0, st.clock.Now(), 100*time.Millisecond); err != nil {
 			tb.Fatal(err)
 		}
 	}

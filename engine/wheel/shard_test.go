@@ -16,7 +16,7 @@ func TestShardsFireTheirOwnIDs(t *testing.T) {
 	h := newHarness(t).start()
 	ids := []wheel.ID{0, 1, 2, 3, 4, 5, 1000, 1001, 65_535, 300_001}
 	for _, id := range ids {
-		if err := h.w.Schedule(id, at(time.Millisecond), time.Second); err != nil {
+		if err := h.w.Schedule(id, 0, at(time.Millisecond), time.Second); err != nil {
 			t.Fatalf("Schedule(%d) = %v", id, err)
 		}
 	}
@@ -38,7 +38,7 @@ func TestShardsFireTheirOwnIDs(t *testing.T) {
 func TestEarlierItemWakesSleepingDriver(t *testing.T) {
 	h := newHarness(t, wheel.WithShards(1)).start()
 	// The idle driver sleeps for an hour; a new item due in 3ms must wake it.
-	if err := h.w.Schedule(1, at(3*time.Millisecond), time.Hour); err != nil {
+	if err := h.w.Schedule(1, 0, at(3*time.Millisecond), time.Hour); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	expectFires(t, h, 1, time.Millisecond, 3*time.Millisecond)
@@ -46,11 +46,11 @@ func TestEarlierItemWakesSleepingDriver(t *testing.T) {
 	h2 := newHarness(t, wheel.WithShards(1))
 	h2.onFire = func(f wheel.Fire) {
 		if f.ID == 1 {
-			_ = h2.w.Schedule(2, f.Due.Add(time.Millisecond), time.Hour)
+			_ = h2.w.Schedule(2, 0, f.Due.Add(time.Millisecond), time.Hour)
 		}
 	}
 	h2.start()
-	if err := h2.w.Schedule(1, at(5*time.Millisecond), time.Hour); err != nil {
+	if err := h2.w.Schedule(1, 0, at(5*time.Millisecond), time.Hour); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	h2.advanceTo(at(5 * time.Millisecond))
@@ -75,7 +75,7 @@ func BenchmarkFire(b *testing.B) {
 		fires.Add(int64(len(fs)))
 	})
 	for id := range wheel.ID(n) {
-		if err := w.Spread(id, epoch, period); err != nil {
+		if err := w.Spread(id, 0, epoch, period); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -120,12 +120,12 @@ func TestOneDriverServesEveryShard(t *testing.T) {
 		if h.w.Shards() != shards {
 			t.Fatalf("Shards() = %d, want %d", h.w.Shards(), shards)
 		}
-		if err := h.w.Schedule(0, at(time.Hour), time.Hour); err != nil {
+		if err := h.w.Schedule(0, 0, at(time.Hour), time.Hour); err != nil {
 			t.Fatalf("Schedule() = %v", err)
 		}
 		for id := wheel.ID(1); id < shards; id++ {
 			due := h.clock.Since(epoch) + 3*ms
-			if err := h.w.Schedule(id, at(due), time.Hour); err != nil {
+			if err := h.w.Schedule(id, 0, at(due), time.Hour); err != nil {
 				t.Fatalf("Schedule(%d) = %v", id, err)
 			}
 			expectFires(t, h, id, ms, due)
@@ -144,13 +144,13 @@ func TestOneDriverServesEveryShard(t *testing.T) {
 			h := newHarness(t, wheel.WithShards(shards))
 			h.onFire = func(f wheel.Fire) {
 				if f.ID == tt.src {
-					if err := h.w.Schedule(tt.dst, f.Due.Add(ms), time.Hour); err != nil {
+					if err := h.w.Schedule(tt.dst, 0, f.Due.Add(ms), time.Hour); err != nil {
 						t.Errorf("Schedule() from Dispatch = %v", err)
 					}
 				}
 			}
 			h.start()
-			if err := h.w.Schedule(tt.src, at(5*ms), time.Hour); err != nil {
+			if err := h.w.Schedule(tt.src, 0, at(5*ms), time.Hour); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			expectFires(t, h, tt.src, ms, 5*ms)

@@ -7,11 +7,11 @@ import "time"
 // uniformly over their period instead of firing in the same tick, and an
 // item keeps its phase when it is spread again from the same start (or from
 // a start a whole number of periods later), for instance after a restart.
-func (w *Wheel) Spread(id ID, start time.Time, period time.Duration) error {
+func (w *Wheel) Spread(id ID, gen uint32, start time.Time, period time.Duration) error {
 	if err := checkItem(id, period); err != nil {
 		return err
 	}
-	return w.Schedule(id, start.Add(Phase(id, period)), period)
+	return w.Schedule(id, gen, start.Add(Phase(id, period)), period)
 }
 
 // Phase returns the offset in [0, period) at which Spread starts id: a fixed

@@ -66,7 +66,7 @@ func TestSpreadFiresAtPhase(t *testing.T) {
 	)
 	start := h.clock.Now()
 	for id := range wheel.ID(n) {
-		if err := h.w.Spread(id, start, period); err != nil {
+		if err := h.w.Spread(id, 0, start, period); err != nil {
 			t.Fatalf("Spread(%d) = %v", id, err)
 		}
 	}

@@ -23,10 +23,11 @@ var latenessBounds = [NumLatenessBuckets]time.Duration{
 }
 
 // Stats is a snapshot of the wheel's counters, summed over its shards.
-// Fires, Missed and the histogram only go up; Scheduled and Timers
+// Fires, Wakes, Missed and the histogram only go up; Scheduled and Timers
 // are current counts.
 type Stats struct {
 	Fires     uint64 // fires handed to Dispatch
+	Wakes     uint64 // times the driver woke up: at a tick with work, or for an insert before the tick it slept until
 	Missed    uint64 // grid points passed over while a driver was behind
 	Scheduled int    // items currently scheduled
 	Timers    int    // one-shot timers pending
@@ -87,6 +88,7 @@ func (w *Wheel) Stats() Stats {
 		st.Timers += s.timers.linked
 		s.mu.Unlock()
 	}
+	st.Wakes = w.drv.wakes.Load()
 	for i := 1; i < NumLatenessBuckets; i++ {
 		st.Lateness.Counts[i] += st.Lateness.Counts[i-1]
 	}

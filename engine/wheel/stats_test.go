@@ -16,7 +16,7 @@ func TestStatsLatenessHistogram(t *testing.T) {
 	h := newHarness(t, wheel.WithTick(20*time.Millisecond), wheel.WithShards(1)).start()
 	lateness := []time.Duration{100 * us, 800 * us, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 19 * time.Millisecond}
 	for i, late := range lateness {
-		if err := h.w.Schedule(wheel.ID(i), at(20*time.Millisecond-late), time.Hour); err != nil {
+		if err := h.w.Schedule(wheel.ID(i), 0, at(20*time.Millisecond-late), time.Hour); err != nil {
 			t.Fatalf("Schedule() = %v", err)
 		}
 	}
@@ -25,7 +25,7 @@ func TestStatsLatenessHistogram(t *testing.T) {
 		t.Fatalf("%d fires, want %d", got, len(lateness))
 	}
 	// One more fire, 200ms late, from a driver that fell behind.
-	if err := h.w.Schedule(99, at(40*time.Millisecond), time.Hour); err != nil {
+	if err := h.w.Schedule(99, 0, at(40*time.Millisecond), time.Hour); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	h.advance(220 * time.Millisecond)
@@ -54,7 +54,7 @@ func TestStatsCountsAllShards(t *testing.T) {
 	h := newHarness(t).start()
 	const n = 64
 	for id := range wheel.ID(n) {
-		if err := h.w.Schedule(id, at(time.Millisecond), 10*time.Millisecond); err != nil {
+		if err := h.w.Schedule(id, 0, at(time.Millisecond), 10*time.Millisecond); err != nil {
 			t.Fatalf("Schedule() = %v", err)
 		}
 	}

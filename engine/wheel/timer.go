@@ -22,7 +22,7 @@ func (w *Wheel) After(d time.Duration, f func()) *Timer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.newTimerLocked(f)
-	s.w.wakeFor(s.timers.insert(entry{due: due, id: i}))
+	s.insertedLocked(s.timers.insert(entry{due: due, id: i}))
 	return &Timer{s: s, i: i, gen: s.timerGens[i]}
 }
 
@@ -36,10 +36,12 @@ func (t *Timer) Stop() bool {
 	if s.timerGens[t.i] != t.gen {
 		return false
 	}
-	if _, ok := s.timers.remove(t.i); !ok {
+	e, ok := s.timers.remove(t.i)
+	if !ok {
 		return false
 	}
 	s.freeTimerLocked(t.i)
+	s.removedLocked(s.timers, e)
 	return true
 }
 

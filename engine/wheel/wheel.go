@@ -41,7 +41,14 @@ var (
 
 // Fire is one due fire of an item.
 type Fire struct {
-	ID  ID
+	ID ID
+	// Gen is the generation the item was given by the Schedule (or
+	// Spread) that made the schedule this fire is on; Reschedule and
+	// Update keep it. A caller that reuses IDs tells a fire of an ID's
+	// previous schedule, collected before that schedule was replaced or
+	// cancelled, from a fire of the current one by giving every schedule
+	// a new generation and comparing.
+	Gen uint32
 	Due time.Time // the scheduled time of this fire, on the item's grid
 }
 
@@ -114,8 +121,10 @@ func (w *Wheel) Run(ctx context.Context) error {
 }
 
 // Schedule schedules id periodically at a fixed rate: its n-th fire is due at
-// firstAt + n*period exactly. It replaces any existing schedule of id. A firstAt in the past fires on the next tick, late.
-func (w *Wheel) Schedule(id ID, firstAt time.Time, period time.Duration) error {
+// firstAt + n*period exactly, and carries gen (Fire.Gen). It replaces any
+// existing schedule of id. A firstAt in the past fires on the next tick,
+// late.
+func (w *Wheel) Schedule(id ID, gen uint32, firstAt time.Time, period time.Duration) error {
 	if err := checkItem(id, period); err != nil {
 		return err
 	}
@@ -127,13 +136,18 @@ func (w *Wheel) Schedule(id ID, firstAt time.Time, period time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.growLocked(i)
-	s.items.remove(i)
-	s.insertLocked(i, due, int64(period))
+	e := entry{due: due, period: int64(period), id: i, gen: gen}
+	if old, ok := s.items.remove(i); ok {
+		s.moveLocked(old, e)
+	} else {
+		s.insertLocked(e)
+	}
 	return nil
 }
 
 // Reschedule moves the schedule of id: its next fire is due at nextAt, then
-// every period. It returns ErrNotScheduled if id is not scheduled.
+// every period; its generation is kept. It returns ErrNotScheduled if id is
+// not scheduled.
 func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error {
 	if err := checkItem(id, period); err != nil {
 		return err
@@ -145,17 +159,20 @@ func (w *Wheel) Reschedule(id ID, nextAt time.Time, period time.Duration) error 
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.items.remove(i); !ok {
+	e, ok := s.items.remove(i)
+	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
-	s.insertLocked(i, due, int64(period))
+	old := e
+	e.due, e.period = due, int64(period)
+	s.moveLocked(old, e)
 	return nil
 }
 
 // Update changes the period of id keeping its phase: the next fire is due at
 // the previous grid point plus the new period, or, if that is in the past,
-// at the first point of the new grid that is not. It returns ErrNotScheduled
-// if id is not scheduled.
+// at the first point of the new grid that is not. Its generation is kept.
+// It returns ErrNotScheduled if id is not scheduled.
 func (w *Wheel) Update(id ID, period time.Duration) error {
 	if err := checkItem(id, period); err != nil {
 		return err
@@ -168,13 +185,15 @@ func (w *Wheel) Update(id ID, period time.Duration) error {
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotScheduled, id)
 	}
+	old := e
 	p := int64(period)
 	prev := e.due - e.period
 	due := prev + p
 	if due < now {
 		due = prev + ceilDiv(now-prev, p)*p
 	}
-	s.insertLocked(i, due, p)
+	e.due, e.period = due, p
+	s.moveLocked(old, e)
 	return nil
 }
 
@@ -187,7 +206,10 @@ func (w *Wheel) Cancel(id ID) bool {
 	s, i := w.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.items.remove(i)
+	e, ok := s.items.remove(i)
+	if ok {
+		s.removedLocked(s.items, e)
+	}
 	return ok
 }
 

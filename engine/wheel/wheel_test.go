@@ -81,7 +81,7 @@ func TestScheduleFiresAtExactTimes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, wheel.WithTick(tt.tick), wheel.WithShards(1)).start()
 			const id = 7
-			if err := h.w.Schedule(id, at(tt.firstAt), tt.period); err != nil {
+			if err := h.w.Schedule(id, 0, at(tt.firstAt), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			expectFires(t, h, id, tt.tick, tt.want...)
@@ -97,7 +97,7 @@ func TestNoDriftOver10000Periods(t *testing.T) {
 		period  = 7 * time.Millisecond
 		firstAt = 2*time.Millisecond + 345_678*time.Nanosecond
 	)
-	if err := h.w.Schedule(id, at(firstAt), period); err != nil {
+	if err := h.w.Schedule(id, 0, at(firstAt), period); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	for k := range n {
@@ -147,7 +147,7 @@ func TestCancel(t *testing.T) {
 				}
 			}
 			h.start()
-			if err := h.w.Schedule(id, at(10*time.Millisecond), 10*time.Millisecond); err != nil {
+			if err := h.w.Schedule(id, 0, at(10*time.Millisecond), 10*time.Millisecond); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			if tt.cancelIn == 0 {
@@ -204,7 +204,7 @@ func TestUpdate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, wheel.WithShards(1)).start()
 			const id = 9
-			if err := h.w.Schedule(id, at(10*ms), 100*ms); err != nil {
+			if err := h.w.Schedule(id, 0, at(10*ms), 100*ms); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			expectFires(t, h, id, ms, 10*ms)
@@ -219,7 +219,7 @@ func TestUpdate(t *testing.T) {
 
 func TestUpdateAndRescheduleErrors(t *testing.T) {
 	w := wheel.New(clockwork.NewFakeClockAt(epoch), func([]wheel.Fire) {})
-	if err := w.Schedule(1, epoch, time.Second); err != nil {
+	if err := w.Schedule(1, 0, epoch, time.Second); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	tests := []struct {
@@ -247,7 +247,7 @@ func TestReschedule(t *testing.T) {
 	ms := time.Millisecond
 	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 4
-	if err := h.w.Schedule(id, at(10*ms), 100*ms); err != nil {
+	if err := h.w.Schedule(id, 0, at(10*ms), 100*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	expectFires(t, h, id, ms, 10*ms)
@@ -267,6 +267,37 @@ func TestReschedule(t *testing.T) {
 	expectFires(t, h, id, ms, 150*ms)
 }
 
+// TestFireCarriesGeneration: a fire carries the generation of the Schedule
+// or Spread that made its schedule; Reschedule and Update keep it, and a
+// new Schedule of the same ID replaces it.
+func TestFireCarriesGeneration(t *testing.T) {
+	ms := time.Millisecond
+	h := newHarness(t, wheel.WithShards(2)).start()
+	const id = 5
+	steps := []struct {
+		name string
+		do   func() error
+		at   time.Duration // the next fire
+		want uint32
+	}{
+		{"schedule", func() error { return h.w.Schedule(id, 7, at(10*ms), 100*ms) }, 10 * ms, 7},
+		{"reschedule keeps it", func() error { return h.w.Reschedule(id, at(20*ms), 100*ms) }, 20 * ms, 7},
+		{"update keeps it", func() error { return h.w.Update(id, 50*ms) }, 70 * ms, 7},
+		{"schedule again", func() error { return h.w.Schedule(id, 8, at(80*ms), 100*ms) }, 80 * ms, 8},
+		{"spread", func() error { return h.w.Spread(id, 1<<32-1, at(100*ms), 100*ms) }, 100*ms + wheel.Phase(id, 100*ms), 1<<32 - 1},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		h.advanceTo(ceilTick(at(st.at), ms))
+		got := h.drain()
+		if len(got) != 1 || got[0].ID != id || got[0].Due != at(st.at) || got[0].Gen != st.want {
+			t.Errorf("%s: fires %+v, want one of id %d due %v with Gen %d", st.name, got, id, st.at, st.want)
+		}
+	}
+}
+
 // TestFiresWhileRunning: the wheel fires an item at every due time,
 // whether or not the caller has finished with the previous fire (skipping
 // a run still in progress is the caller's decision).
@@ -274,7 +305,7 @@ func TestFiresWhileRunning(t *testing.T) {
 	ms := time.Millisecond
 	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 11
-	if err := h.w.Schedule(id, at(10*ms), 10*ms); err != nil {
+	if err := h.w.Schedule(id, 0, at(10*ms), 10*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	for k := 1; k <= 3; k++ {
@@ -289,7 +320,7 @@ func TestFallingBehindFiresOnceAndCountsMissed(t *testing.T) {
 	ms := time.Millisecond
 	h := newHarness(t, wheel.WithShards(1)).start()
 	const id = 2
-	if err := h.w.Schedule(id, at(10*ms), 10*ms); err != nil {
+	if err := h.w.Schedule(id, 0, at(10*ms), 10*ms); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
 	h.advance(55 * ms) // passes 10, 20, 30, 40 and 50ms at once
@@ -323,7 +354,7 @@ func TestLongPeriods(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, wheel.WithShards(1)).start()
 			const id = 1
-			if err := h.w.Schedule(id, at(tt.firstAt), tt.period); err != nil {
+			if err := h.w.Schedule(id, 0, at(tt.firstAt), tt.period); err != nil {
 				t.Fatalf("Schedule() = %v", err)
 			}
 			var want []time.Duration
@@ -345,15 +376,15 @@ func TestInvalidArguments(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"schedule id above MaxID", func() error { return w.Schedule(wheel.MaxID+1, epoch, time.Second) }, wheel.ErrInvalidID},
-		{"spread id above MaxID", func() error { return w.Spread(wheel.MaxID+1, epoch, time.Second) }, wheel.ErrInvalidID},
+		{"schedule id above MaxID", func() error { return w.Schedule(wheel.MaxID+1, 0, epoch, time.Second) }, wheel.ErrInvalidID},
+		{"spread id above MaxID", func() error { return w.Spread(wheel.MaxID+1, 0, epoch, time.Second) }, wheel.ErrInvalidID},
 		{"reschedule id above MaxID", func() error { return w.Reschedule(1<<31, epoch, time.Second) }, wheel.ErrInvalidID},
 		{"update id above MaxID", func() error { return w.Update(^wheel.ID(0), time.Second) }, wheel.ErrInvalidID},
-		{"zero period", func() error { return w.Schedule(1, epoch, 0) }, wheel.ErrInvalidPeriod},
-		{"negative period", func() error { return w.Spread(1, epoch, -time.Second) }, wheel.ErrInvalidPeriod},
-		{"period above MaxPeriod", func() error { return w.Schedule(1, epoch, wheel.MaxPeriod+1) }, wheel.ErrInvalidPeriod},
-		{"first fire centuries ahead", func() error { return w.Schedule(1, epoch.AddDate(200, 0, 0), time.Second) }, wheel.ErrInvalidTime},
-		{"first fire centuries ago", func() error { return w.Schedule(1, epoch.AddDate(-200, 0, 0), time.Second) }, wheel.ErrInvalidTime},
+		{"zero period", func() error { return w.Schedule(1, 0, epoch, 0) }, wheel.ErrInvalidPeriod},
+		{"negative period", func() error { return w.Spread(1, 0, epoch, -time.Second) }, wheel.ErrInvalidPeriod},
+		{"period above MaxPeriod", func() error { return w.Schedule(1, 0, epoch, wheel.MaxPeriod+1) }, wheel.ErrInvalidPeriod},
+		{"first fire centuries ahead", func() error { return w.Schedule(1, 0, epoch.AddDate(200, 0, 0), time.Second) }, wheel.ErrInvalidTime},
+		{"first fire centuries ago", func() error { return w.Schedule(1, 0, epoch.AddDate(-200, 0, 0), time.Second) }, wheel.ErrInvalidTime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,7 +402,7 @@ func TestRunStopsEveryGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	h := newHarness(t).start()
 	for id := range wheel.ID(100) {
-		if err := h.w.Spread(id, h.clock.Now(), 10*time.Millisecond); err != nil {
+		if err := h.w.Spread(id, 0, h.clock.Now(), 10*time.Millisecond); err != nil {
 			t.Fatalf("Spread() = %v", err)
 		}
 	}
@@ -426,7 +457,7 @@ func TestConcurrentScheduleAndCancel(t *testing.T) {
 			for k := range perW {
 				id := wheel.ID(g*perW + k)
 				now := h.clock.Now()
-				if err := h.w.Schedule(id, now.Add(time.Duration(k%7)*time.Millisecond), 3*time.Millisecond); err != nil {
+				if err := h.w.Schedule(id, 0, now.Add(time.Duration(k%7)*time.Millisecond), 3*time.Millisecond); err != nil {
 					t.Errorf("Schedule(%d) = %v", id, err)
 				}
 				if k%3 == 0 {
@@ -451,19 +482,19 @@ func TestScheduleDoesNotAllocate(t *testing.T) {
 	w := wheel.New(clockwork.NewFakeClockAt(epoch), func([]wheel.Fire) {})
 	const n = 1000
 	for id := range wheel.ID(n) { // grow the slabs
-		if err := w.Schedule(id, epoch, time.Second); err != nil {
+		if err := w.Schedule(id, 0, epoch, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var id wheel.ID
 	allocs := testing.AllocsPerRun(1000, func() {
 		id = (id + 1) % n
-		_ = w.Schedule(id, epoch.Add(time.Duration(id)*time.Millisecond), time.Second)
-		_ = w.Spread(id, epoch, time.Second)
+		_ = w.Schedule(id, 0, epoch.Add(time.Duration(id)*time.Millisecond), time.Second)
+		_ = w.Spread(id, 0, epoch, time.Second)
 		_ = w.Update(id, 2*time.Second)
 		_ = w.Reschedule(id, epoch, time.Second)
 		w.Cancel(id)
-		_ = w.Schedule(id, epoch, time.Second)
+		_ = w.Schedule(id, 0, epoch, time.Second)
 		_ = w.Stats()
 	})
 	if allocs != 0 {
@@ -481,7 +512,7 @@ func TestSchedulerStatePerItem(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	w := wheel.New(clockwork.NewFakeClockAt(epoch), func([]wheel.Fire) {})
 	for id := range wheel.ID(n) {
-		if err := w.Spread(id, epoch, 100*time.Millisecond); err != nil {
+		if err := w.Spread(id, 0, epoch, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -499,12 +530,12 @@ func BenchmarkSchedule(b *testing.B) {
 	w := wheel.New(clockwork.NewFakeClockAt(epoch), func([]wheel.Fire) {})
 	const n = 100_000
 	for id := range wheel.ID(n) { // grow the slabs first; b.Loop starts the timer
-		_ = w.Schedule(id, epoch, 100*time.Millisecond)
+		_ = w.Schedule(id, 0, epoch, 100*time.Millisecond)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := wheel.ID(i % n)
-		_ = w.Schedule(id, epoch.Add(time.Duration(i)*time.Microsecond), 100*time.Millisecond)
+		_ = w.Schedule(id, 0, epoch.Add(time.Duration(i)*time.Microsecond), 100*time.Millisecond)
 	}
 }
 
@@ -513,7 +544,7 @@ func BenchmarkCancel(b *testing.B) {
 	const n = 100_000
 	schedule := func() {
 		for id := range wheel.ID(n) {
-			_ = w.Spread(id, epoch, 100*time.Millisecond)
+			_ = w.Spread(id, 0, epoch, 100*time.Millisecond)
 		}
 	}
 	schedule()

@@ -29,7 +29,7 @@ func TestSchedMetricsServesTheWheel(t *testing.T) {
 		default:
 		}
 	}, wheel.WithTick(time.Millisecond))
-	if err := w.Spread(1, time.Now(), 5*time.Millisecond); err != nil {
+	if err := w.Spread(1, 0, time.Now(), 5*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	url, stop, err := startSchedMetrics(ctx, w)

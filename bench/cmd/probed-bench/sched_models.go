@@ -44,7 +44,7 @@ func startWheel(ctx context.Context, cfg schedConfig, rec *recorder) (func(), er
 	}, wheelOptions(cfg)...)
 	start := clock.Now()
 	for id := range cfg.probes {
-		if err := w.Spread(wheel.ID(id), start, cfg.period); err != nil {
+		if err := w.Spread(wheel.ID(id), 0, start, cfg.period); err != nil {
 			return nil, err
 		}
 	}
