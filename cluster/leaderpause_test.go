@@ -118,13 +118,14 @@ func leaderOf(t *testing.T, endpoints []string) int {
 // the replica's own renewals could lose it. The members elect with etcd's
 // default timing (an election timeout of 1–2 s), and the replica's
 // heartbeat takes 900 ms, most of what it may (TTL/3), as on a loaded
-// host. The pause begins at two points of the renewal period: as the next
-// renewal is sent (1.2 s after one was answered), and as a renewal that
-// waited for a fresh heartbeat would be sent (2.2 s after). It fails
-// without the heartbeats running beside the renewals (progress.go): a
-// renewal whose attempts begin a heartbeat after the tick has 1.3 s to
-// get an answer before the lease's local deadline, less than an
-// election that took longer than that.
+// host. The pause begins just before the next renewal is due (1.2 s after
+// one was answered, of 1.33 s), eight times. Without the heartbeats
+// running beside the renewals (progress.go), a renewal began a heartbeat
+// after its tick and was retried for TTL/3; the next one came a tick and
+// a heartbeat later, past the lease's local deadline: an election that
+// ended more than about 1.5 s after the pause began cost the lease (one
+// round in nine or so). Now a renewal is retried from its tick to the
+// deadline, 2.3 s after the pause began.
 func TestLeaderPauseKeepsLease(t *testing.T) {
 	// A long test, with make test-cluster (without the race detector,
 	// which slows the members' elections several times).
@@ -164,16 +165,14 @@ func TestLeaderPauseKeepsLease(t *testing.T) {
 	for c.Stats().Lease == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	for round, after := range []time.Duration{
-		2200 * time.Millisecond, 1200 * time.Millisecond, 2200 * time.Millisecond,
-		1200 * time.Millisecond, 2200 * time.Millisecond, 2200 * time.Millisecond,
-	} {
+	const after = 1200 * time.Millisecond
+	for round := range 8 {
 		leader := leaderOf(t, endpoints)
 		renewals := c.Stats().Renewals
 		for c.Stats().Renewals == renewals {
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(after) // where in the renewal period the pause begins
+		time.Sleep(after) // the next renewal is due during the pause
 		_ = procs[leader].Signal(syscall.SIGSTOP)
 		time.Sleep(1500 * time.Millisecond)
 		_ = procs[leader].Signal(syscall.SIGCONT)
