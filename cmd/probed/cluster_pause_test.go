@@ -125,41 +125,6 @@ func (b *crashBackends) quiet(t *testing.T) int64 {
 	return n
 }
 
-// sumMetric is the sum of the metric lines of text whose name is name
-// (with or without labels).
-func sumMetric(text, name string) float64 {
-	var sum float64
-	for line := range strings.Lines(text) {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-// pollUntil polls cond every 10 ms until it returns "" (true) or limit
-// passed (the test fails with cond's last message): a barrier on a
-// condition only observable from outside a process.
-func pollUntil(t *testing.T, what string, limit time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %s", what, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // metricSum is the sum of the replica's metric lines that start with
 // prefix (a metric with labels: name{).
 func (r *clusterReplica) metricSum(t *testing.T, prefix string) float64 {
