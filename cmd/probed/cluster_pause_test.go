@@ -17,9 +17,9 @@ import (
 // lease no longer covers (the survivors probe them now) are not probed by
 // two replicas.
 //
-// The backends tell who probed: the survivor is stopped too, once it
-// owns every shard, and the backends have answered every request it sent
-// before; from the victim's SIGCONT until it has dropped every target and
+// The backends tell who probed: the survivor is stopped too, once the
+// victim's member key is gone and it owns no shard, and the backends
+// have answered every request the survivor sent before; from the victim's SIGCONT until it has dropped every target and
 // ended every probe, each request the backends get is the victim's (it
 // joins again as a newcomer, and the survivor's lease keeps its shards
 // for a TTL). Every target of the victim's is overdue at SIGCONT: it was
