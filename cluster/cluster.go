@@ -17,8 +17,9 @@
 //   - Cluster (cluster.go): options, accessors for the engine and the
 //     server (Owns, Owner, Fence, Members, Stats).
 //   - Run (run.go): join, serve, leave, rejoin after a lost lease.
-//   - The lease (lease.go): renewal gated by Heartbeat, and the watchdog
-//     that declares the lease lost after a TTL without renewal.
+//   - The lease (lease.go): renewal gated by Heartbeat (progress.go: the
+//     heartbeats run beside the renewals), and the watchdog that declares
+//     the lease lost after a TTL without renewal.
 //   - The view (view.go) of the member and shard keys, kept by one etcd
 //     watch, and the assignment (assign.go) computed from it.
 //   - Claims and releases (shards.go), the shard count pinned in P/meta
@@ -28,9 +29,9 @@
 //
 // Run owns every goroutine and waits for all of them before it returns:
 // the control loop (Run's own goroutine: the watch, claims, releases and
-// every Gain and Lose call), and per lease the renewer and the watchdog;
-// the election of the compaction leader runs beside them for the whole
-// Run.
+// every Gain and Lose call), and per lease the heartbeats (progress.go),
+// the renewer and the watchdog; the election of the compaction leader
+// runs beside them for the whole Run.
 package cluster
 
 import (
@@ -101,10 +102,12 @@ type Options struct {
 	Clock  clockwork.Clock
 	Logger *slog.Logger
 	// Heartbeat proves that the replica makes progress (the engine passes
-	// a one-shot timer through its timer wheel). The lease is renewed, and
-	// a lost one rejoined, only after Heartbeat returned nil within
-	// LeaseTTL/3; it must return when its context ends. nil: always
-	// progressing (tests and tools; probed passes one).
+	// a one-shot timer through its timer wheel). It is called every
+	// LeaseTTL/6 while the replica holds a lease, beside the renewals: a
+	// renewal attempt is sent only while the latest call returned nil
+	// within LeaseTTL/3, less than LeaseTTL/3 ago; a lost lease is rejoined
+	// only after a call returned nil. It must return when its context
+	// ends. nil: always progressing (tests and tools; probed passes one).
 	Heartbeat func(ctx context.Context) error
 	// Gain is called with the shards this replica now owns (sorted) and
 	// the etcd revision of their claim: the caller makes its view catch up
@@ -238,7 +241,7 @@ type Stats struct {
 	Revision        int64
 	Renewals        uint64 // lease renewals
 	RenewalsSkipped uint64 // renewals not attempted: Heartbeat failed or was late
-	RenewalErrors   uint64 // renewals etcd did not answer
+	RenewalErrors   uint64 // renewal attempts etcd did not answer (each is retried)
 	LeaseLosses     uint64 // leases lost (not renewed for a TTL, or gone in etcd)
 	Claims          uint64 // shards claimed
 	Releases        uint64 // shards released gracefully

@@ -47,7 +47,7 @@ func runMember(spec string) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.InitialCluster = f[4]
 	cfg.InitialClusterToken = "pause"
-	cfg.TickMs, cfg.ElectionMs = 50, 500
+	// etcd's default timing: TickMs 100, ElectionMs 1000.
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -112,15 +112,20 @@ func leaderOf(t *testing.T, endpoints []string) int {
 }
 
 // TestLeaderPauseKeepsLease (issue 22, item 8): the leader of a 3-member
-// etcd, each member a process, is paused (SIGSTOP) for 1.5 s while a
-// renewal is sent, several times; the replica (lease TTL 4 s) keeps its
+// etcd, each member a process, is paused (SIGSTOP) for 1.5 s, several
+// times; the replica (lease TTL 4 s, renewals every 1.33 s) keeps its
 // lease each time. etcd resets leases when it promotes a new leader: only
-// the replica's own renewal could lose it, an attempt that waited out a
-// whole TTL/3 on a member that did not answer, then the next tick, each
-// after a heartbeat that takes most of what it may (TTL/3) as on a loaded
-// host. The members elect within 0.5–1 s (TickMs 50, ElectionMs 500).
-// It fails without renewOnce's short attempts, retried at once, in the
-// first round.
+// the replica's own renewals could lose it. The members elect with etcd's
+// default timing (an election timeout of 1–2 s), and the replica's
+// heartbeat takes 900 ms, most of what it may (TTL/3), as on a loaded
+// host. The pause begins just before the next renewal is due (1.2 s after
+// one was answered, of 1.33 s), eight times. Without the heartbeats
+// running beside the renewals (progress.go), a renewal began a heartbeat
+// after its tick and was retried for TTL/3; the next one came a tick and
+// a heartbeat later, past the lease's local deadline: an election that
+// ended more than about 1.5 s after the pause began cost the lease (one
+// round in nine or so). Now a renewal is retried from its tick to the
+// deadline, 2.3 s after the pause began.
 func TestLeaderPauseKeepsLease(t *testing.T) {
 	// A long test, with make test-cluster (without the race detector,
 	// which slows the members' elections several times).
@@ -160,19 +165,20 @@ func TestLeaderPauseKeepsLease(t *testing.T) {
 	for c.Stats().Lease == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	for round := range 3 {
+	const after = 1200 * time.Millisecond
+	for round := range 8 {
 		leader := leaderOf(t, endpoints)
 		renewals := c.Stats().Renewals
 		for c.Stats().Renewals == renewals {
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(1200 * time.Millisecond) // the next renewal is sent during the pause
+		time.Sleep(after) // the next renewal is due during the pause
 		_ = procs[leader].Signal(syscall.SIGSTOP)
 		time.Sleep(1500 * time.Millisecond)
 		_ = procs[leader].Signal(syscall.SIGCONT)
 		time.Sleep(3 * time.Second)
 		st := c.Stats()
-		t.Logf("round %d: leader m%d paused 1.5s; renewals %d, errors %d, leases lost %d", round, leader, st.Renewals, st.RenewalErrors, st.LeaseLosses)
+		t.Logf("round %d: leader m%d paused 1.5s, %v after a renewal; renewals %d, failed attempts %d, leases lost %d", round, leader, after, st.Renewals, st.RenewalErrors, st.LeaseLosses)
 		if st.LeaseLosses > 0 {
 			t.Fatalf("the replica lost its lease when the etcd leader was paused for 1.5s (round %d)", round)
 		}

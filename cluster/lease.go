@@ -26,7 +26,7 @@ var (
 
 // session is one lease of this replica, from its join to its loss or
 // its leave. Its context ends, with the cause, as soon as the lease is
-// known lost (fail); the renewer and the watchdog stop then, or when
+// known lost (fail); its heartbeats, renewer and watchdog stop then, or when
 // stop is called, and stop waits for them.
 type session struct {
 	lease  clientv3.LeaseID
@@ -39,6 +39,7 @@ type session struct {
 	renewed atomic.Int64
 	// suspended: Options.Suspend was called for this session's loss.
 	suspended atomic.Bool
+	progress  *progress
 	wg        sync.WaitGroup
 }
 
@@ -90,73 +91,88 @@ func (s *session) stop() {
 	s.wg.Wait()
 }
 
-// renew renews the session's lease every TTL/3, only after a heartbeat
-// succeeded in time, until the session ends. A lease etcd no longer
-// knows fails the session; one it does not answer about is the
-// watchdog's business.
+// renew renews the session's lease every TTL/3, while the replica makes
+// progress (progressing: the heartbeats, which run beside it), until the
+// session ends. A lease etcd no longer knows fails the session; one it
+// does not answer about is the watchdog's business.
 func (c *Cluster) renew(s *session) {
 	t := c.clock.NewTicker(c.ttl / 3)
 	defer t.Stop()
 	stuck := false
+	var failed uint64 // the last failed heartbeat progressing returned
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.Chan():
 		}
-		if err := c.heartbeat(s.ctx); err != nil {
+		sent, resp, attempts, err := c.renewOnce(s, &failed)
+		var noProgress errNoProgress
+		switch {
+		case errors.As(err, &noProgress):
 			c.skipped.Add(1)
 			if !stuck && s.ctx.Err() == nil {
-				c.log.Warn("heartbeat failed; not renewing the lease", "err", err)
+				c.log.Warn("heartbeat failed; not renewing the lease", "err", noProgress.error)
 			}
 			stuck = true
 			continue
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			c.fail(s, errLeaseExpired)
+			return
+		case err != nil:
+			continue // the session ended
 		}
 		if stuck {
 			c.log.Info("heartbeat succeeded again; renewing the lease")
 			stuck = false
 		}
-		sent, resp, attempts, err := c.renewOnce(s)
-		switch {
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			c.fail(s, errLeaseExpired)
+		c.renewals.Add(1)
+		s.renewed.Store(int64(sent))
+		if attempts > 1 {
+			c.log.Info("lease renewed after retries", "attempts", attempts)
+		}
+		if err := c.sameHistory(s.ctx, resp.ResponseHeader); err != nil {
+			c.log.Error("etcd's history is not the one this replica followed: leaving and rejoining to reload it", "err", err)
+			c.rewound.Store(true)
+			c.fail(s, err)
 			return
-		case err != nil:
-			if s.ctx.Err() == nil {
-				c.renewErrors.Add(1)
-				c.log.Warn("lease renewal failed", "err", err, "attempts", attempts)
-			}
-		default:
-			c.renewals.Add(1)
-			s.renewed.Store(int64(sent))
-			if err := c.sameHistory(s.ctx, resp.ResponseHeader); err != nil {
-				c.log.Error("etcd's history is not the one this replica followed: leaving and rejoining to reload it", "err", err)
-				c.rewound.Store(true)
-				c.fail(s, err)
-				return
-			}
 		}
 	}
 }
 
-// renewOnce renews the lease once a heartbeat has succeeded: attempts of
-// renewAttempt each, the next sent soon after one fails (the etcd client
-// balances them over the members: one that does not answer, a paused
-// etcd leader, costs an attempt, not the renewal), for at most TTL/3 —
-// then the next renewal needs a heartbeat again. It returns when the
-// last attempt was sent (as an offset from the session's start), how
-// many were sent, and etcd's answer or the last error.
-func (c *Cluster) renewOnce(s *session) (sent time.Duration, resp *clientv3.LeaseKeepAliveResponse, attempts int, err error) {
+// errNoProgress is a heartbeat's error that stopped a renewal.
+type errNoProgress struct{ error }
+
+// renewOnce renews the lease once: attempts of renewAttempt each, the
+// next sent soon after one fails (the etcd client balances them over the
+// members: one that does not answer, a paused etcd leader, costs an
+// attempt, not the renewal), until etcd answers or the session ends (the
+// watchdog's deadline). Each attempt is sent only while the replica makes
+// progress (progressing: an errNoProgress ends the renewal), which the
+// heartbeats running beside it tell without delaying the attempt. It
+// returns when the last attempt was sent (as an offset from the
+// session's start), how many were sent, and etcd's answer or the error
+// that ended the renewal.
+func (c *Cluster) renewOnce(s *session, failed *uint64) (sent time.Duration, resp *clientv3.LeaseKeepAliveResponse, attempts int, err error) {
 	attempt := renewAttempt(c.ttl)
-	until := c.clock.Now().Add(c.ttl / 3)
 	for {
+		if err := c.progressing(s, failed); err != nil {
+			if s.ctx.Err() != nil {
+				return sent, nil, attempts, err
+			}
+			return sent, nil, attempts, errNoProgress{err}
+		}
 		sent = c.clock.Since(s.start)
 		attempts++
 		ctx, cancel := c.timeout(s.ctx, attempt)
 		resp, err = c.opts.Client.KeepAliveOnce(ctx, s.lease)
 		cancel()
-		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || s.ctx.Err() != nil || !c.clock.Now().Before(until) {
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || s.ctx.Err() != nil {
 			return sent, resp, attempts, err
+		}
+		c.renewErrors.Add(1)
+		if attempts == 1 {
+			c.log.Warn("lease renewal failed; retrying", "err", err)
 		}
 		// A member that fails at once is not asked in a loop.
 		t := c.clock.NewTimer(attempt / 5)

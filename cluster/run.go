@@ -109,7 +109,7 @@ func (c *Cluster) sleep(ctx context.Context, d time.Duration) bool {
 
 // join grants a lease (after a heartbeat: a stuck replica does not join),
 // creates the member key on it and loads the view, in one transaction,
-// and starts the lease's renewer and watchdog.
+// and starts the lease's heartbeats, renewer and watchdog.
 func (c *Cluster) join(ctx context.Context) (*session, error) {
 	if c.opts.Client.Ctx().Err() != nil {
 		return nil, permanent{errors.New("cluster: etcd client closed")}
@@ -152,7 +152,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 		c.rewound.Store(true)
 	}
 	c.newest.Store(resp.Header.Revision)
-	s := &session{lease: g.ID, start: start}
+	s := &session{lease: g.ID, start: start, progress: newProgress(start)}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	rev := resp.Header.Revision
 	c.mu.Lock()
@@ -163,6 +163,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	c.mu.Unlock()
 	c.revision.Store(rev)
 	c.current.Store(s)
+	s.wg.Go(func() { c.beat(s) })
 	s.wg.Go(func() { c.renew(s) })
 	s.wg.Go(func() { c.watchdog(s) })
 	c.log.Info("joined the cluster", "lease", int64(s.lease), "ttl", c.ttl, "members", members, "revision", rev)

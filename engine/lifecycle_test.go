@@ -253,8 +253,8 @@ func TestTriggerJoinsARunningProbe(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // let the second trigger join
-	h.clock.Advance(2 * time.Second)  // the hanging run times out
+	waitBlocked(t, "engine.(*Engine).Trigger", 2) // the second trigger joined the run
+	h.clock.Advance(2 * time.Second)              // the hanging run times out
 	wg.Wait()
 	if b.hits.Load()-hits != 1 {
 		t.Errorf("%d runs for two concurrent triggers, want 1", b.hits.Load()-hits)

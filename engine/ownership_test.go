@@ -301,7 +301,7 @@ func TestStoreErrorStopsTheEngine(t *testing.T) {
 	inBatch := createAsync(h.eng, &target.Spec{Name: "in-batch"})
 	waitHeld(t, held)
 	pending := createAsync(h.eng, &target.Spec{Name: "pending"})
-	time.Sleep(10 * time.Millisecond) // let it queue
+	waitBlocked(t, "engine.(*Engine).Create", 2) // queued behind the held one
 	diskErr := errors.New("injected: input/output error")
 	fs.setFail(diskErr)
 	release()

@@ -88,7 +88,7 @@ func TestClusterKillReplica(t *testing.T) {
 	defer flipping.Wait()
 	defer stopFlips()
 	flipping.Go(func() { run.backends.flipEvery(flipCtx, 4*clusterPeriod, 6*clusterPeriod) })
-	time.Sleep(2 * time.Second) // transitions before the kill
+	waitTransitions(t, crashFlipping/2, a, b) // transitions before the kill
 
 	owners := run.owners(t)
 	var lost []int
@@ -132,7 +132,7 @@ func TestClusterKillReplica(t *testing.T) {
 	}
 
 	// Transitions after the failover too, then compare with etcd.
-	time.Sleep(2 * time.Second)
+	waitTransitions(t, crashFlipping/2, a, b)
 	stopFlips()
 	flipping.Wait()
 	run.checkKept(t, joined)
@@ -163,9 +163,8 @@ func TestClusterStopReplica(t *testing.T) {
 	// Flips as fast as the probes see them: the stopped replica has
 	// transitions to write when it wakes.
 	flipping.Go(func() { run.backends.flipEvery(flipCtx, clusterPeriod, 2*clusterPeriod) })
-	time.Sleep(2 * time.Second)
-
 	victim := run.replicas[1]
+	waitWrites(t, victim, 3)
 	memberKey := clusterPrefix + "members/" + victim.id
 	stoppedRev := run.revision(t)
 	victim.signal(t, syscall.SIGSTOP)
@@ -186,7 +185,7 @@ func TestClusterStopReplica(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(clusterTTL / 2)
+	run.waitProbedSince(t, time.Now(), run.allTargets(targets)) // by the survivors
 	contRev := run.revision(t)
 	victim.signal(t, syscall.SIGCONT)
 	contAt := time.Now()
@@ -199,7 +198,7 @@ func TestClusterStopReplica(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	rejoined := time.Since(contAt)
-	time.Sleep(clusterTTL)
+	waitWrites(t, victim, 1) // it writes transitions again
 	stopFlips()
 	flipping.Wait()
 	if !victim.running() {
@@ -293,7 +292,7 @@ func TestClusterJoin(t *testing.T) {
 	// Every target of a moved shard: probed by the newcomer since, and
 	// never unprobed longer than one period + TTL.
 	movedTargets := run.targetsIn(targets, moved)
-	time.Sleep(clusterPeriod)
+	run.waitProbedSince(t, time.Now(), movedTargets)
 	bound := clusterPeriod + clusterTTL
 	var longest time.Duration
 	for _, i := range movedTargets {
@@ -337,7 +336,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 	defer flipping.Wait()
 	defer stopFlips()
 	flipping.Go(func() { run.backends.flipEvery(flipCtx, 3*clusterPeriod, 5*clusterPeriod) })
-	time.Sleep(4 * time.Second)
+	waitTransitions(t, crashFlipping, w)
 
 	leader, err := run.etcd.WaitLeader(ctx)
 	if err != nil {
@@ -350,7 +349,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	elected := time.Since(killedAt)
-	time.Sleep(6 * time.Second)
+	waitTransitions(t, 2*crashFlipping, w)
 	stopFlips()
 	flipping.Wait()
 	final := w.waitFlipping(t, run.backends, 30*time.Second)
@@ -895,4 +894,104 @@ func (p *streamPeers) first(t *testing.T) string {
 	}
 	t.Fatal("the watcher opened no stream in 30s")
 	return ""
+}
+
+// sumMetric is the sum of the metric lines of text whose name is name
+// (with or without labels).
+func sumMetric(text, name string) float64 {
+	var sum float64
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// pollUntil polls cond every 10 ms until it returns "" (true) or limit
+// passed (the test fails with cond's last message): a barrier on a
+// condition only observable from outside a process.
+func pollUntil(t *testing.T, what string, limit time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %s", what, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// transitions is the number of readiness transitions of the flipping
+// targets w delivered.
+func (w *clusterWatcher) transitions() int {
+	counts, _ := w.readiness()
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// waitTransitions waits until each watcher delivered n readiness
+// transitions more than when it was called: the backends flipped, the
+// replicas probed and wrote it, the watchers got it.
+func waitTransitions(t *testing.T, n int, ws ...*clusterWatcher) {
+	t.Helper()
+	from := make([]int, len(ws))
+	for i, w := range ws {
+		from[i] = w.transitions()
+	}
+	pollUntil(t, "readiness transitions at the watchers", 60*time.Second, func() string {
+		for i, w := range ws {
+			if got := w.transitions() - from[i]; got < n {
+				return fmt.Sprintf("watcher %d delivered %d transitions, want %d", i, got, n)
+			}
+		}
+		return ""
+	})
+}
+
+// waitWrites waits until r found (and wrote) n readiness or liveness
+// transitions more than when it was called.
+func waitWrites(t *testing.T, r *clusterReplica, n float64) {
+	t.Helper()
+	from := r.metricSum(t, probedtel.MetricTransitions)
+	pollUntil(t, r.id+" to write transitions", 60*time.Second, func() string {
+		if got := r.metricSum(t, probedtel.MetricTransitions) - from; got < n {
+			return fmt.Sprintf("%v transitions, want %v", got, n)
+		}
+		return ""
+	})
+}
+
+// waitProbedSince waits until each of the targets had a request after at.
+func (run *clusterRun) waitProbedSince(t *testing.T, at time.Time, targets []int) {
+	t.Helper()
+	pollUntil(t, "the targets to be probed", 60*time.Second, func() string {
+		for _, i := range targets {
+			if !run.backends.probedSince(i, at) {
+				return crashName(i) + " not probed yet"
+			}
+		}
+		return ""
+	})
+}
+
+// allTargets is t-0000 up to n.
+func (run *clusterRun) allTargets(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }
