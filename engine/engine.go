@@ -260,10 +260,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.feed.restore(stored)
+	restored := e.feed.restore(stored)
 	e.position = stored.Revision
-	for _, t := range stored.Targets {
-		e.restore(t)
+	for _, r := range restored {
+		e.restore(r)
 	}
 	e.log.Info("state restored", "targets", len(stored.Targets), "events", len(stored.Events),
 		"revision", stored.Revision, "took", e.clock.Since(start))

@@ -29,14 +29,14 @@ func targetNames(ts []*Target) []string {
 func TestListByLabelIndex(t *testing.T) {
 	t.Parallel()
 	f := newFeed(10, 0)
-	f.put(labelled("a", map[string]string{"app": "web", "env": "prod"}))
-	f.put(labelled("b", map[string]string{"app": "web", "env": "dev"}))
-	f.put(labelled("c", map[string]string{"app": "db", "env": "prod"}))
-	f.put(labelled("d", map[string]string{"app": "web", "env": "prod"}))
-	f.put(labelled("e", nil))
-	f.put(labelled("b", map[string]string{"app": "web", "env": "prod"})) // env changed
-	f.put(labelled("d", map[string]string{"env": "prod"}))               // app removed
-	f.put(labelled("f", map[string]string{"app": "web", "env": "prod"}))
+	f.put(newRecord(labelled("a", map[string]string{"app": "web", "env": "prod"})))
+	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "dev"})))
+	f.put(newRecord(labelled("c", map[string]string{"app": "db", "env": "prod"})))
+	f.put(newRecord(labelled("d", map[string]string{"app": "web", "env": "prod"})))
+	f.put(newRecord(labelled("e", nil)))
+	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "prod"}))) // env changed
+	f.put(newRecord(labelled("d", map[string]string{"env": "prod"})))               // app removed
+	f.put(newRecord(labelled("f", map[string]string{"app": "web", "env": "prod"})))
 	f.remove("f")
 	f.remove("missing")
 	tests := []struct {

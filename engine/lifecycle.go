@@ -369,7 +369,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		en.mu.Unlock()
 		return nil, nil, errTerminating(spec.Name)
 	}
@@ -412,7 +412,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 		checkers[t] = c
 	}
 	now := e.clock.Now()
-	wasStarted := en.status.Started()
+	wasStarted := en.started()
 	en.spec = spec
 	for _, t := range probe.Types {
 		p, r := spec.Probe(t), en.runners[t]
@@ -458,7 +458,7 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		en.mu.Unlock()
 		return nil, errTerminating(name)
 	}
@@ -501,7 +501,7 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 	if err != nil {
 		return nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		if o.grace != nil {
 			return e.shortenGrace(ctx, en, *o.grace) // unlocks en
 		}

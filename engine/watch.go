@@ -60,7 +60,7 @@ type Watcher struct {
 	client string // the identity it counts for in f.watchedBy ("": none)
 
 	// Snapshot and catch-up state, used only by the goroutine calling Next.
-	snapshot []*Target
+	snapshot []*record
 	snapRev  uint64
 	snapOpen bool   // snapshot batches remain (possibly zero targets)
 	cursor   uint64 // next revision to read from history while not synced
@@ -179,8 +179,8 @@ func (f *feed) watch(o WatchOptions, buffer int, client string) (*Watcher, error
 		return nil, fmt.Errorf("%q already has %d watchers open, the most one client may have (--max-watchers-per-client): %w", client, limit, ErrResourceExhausted)
 	}
 	if o.Since == 0 {
-		f.view.Ascend(func(t *Target) bool {
-			if w.filter.matchTarget(t.Spec.Name, t.Spec.Labels) {
+		f.view.Ascend(func(t *record) bool {
+			if w.filter.matchTarget(t.spec.Name, t.spec.Labels) {
 				w.snapshot = append(w.snapshot, t)
 			}
 			return true
@@ -256,7 +256,7 @@ func (w *Watcher) nextSnapshot() Batch {
 	n := min(len(w.snapshot), maxSnapshotBatch)
 	b := Batch{Events: w.spare[:0], Snapshot: true, Revision: w.snapRev}
 	for _, t := range w.snapshot[:n] {
-		b.Events = append(b.Events, snapshotEvent(w.f.withEffective(t)))
+		b.Events = append(b.Events, snapshotEvent(w.f.target(t)))
 	}
 	w.spare = b.Events
 	clear(w.snapshot[:n])
@@ -314,7 +314,7 @@ func (w *Watcher) catchUp() (Batch, error) {
 	b := Batch{Events: read[:0]}
 	for i := range read {
 		if w.filter.match(&read[i]) {
-			b.Events = append(b.Events, read[i])
+			b.Events = append(b.Events, read[i].full(f.effective))
 		}
 	}
 	w.spare = b.Events
