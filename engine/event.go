@@ -86,27 +86,6 @@ type Event struct {
 	// Target is the whole target after the event, for lifecycle kinds and
 	// snapshots; nil for probe events.
 	Target *Target `json:"target,omitempty"`
-
-	// rec, in the history only, is Target's record instead of Target
-	// (see compactEvent); nil in events the engine returns.
-	rec *record
-}
-
-// compactEvent returns ev as the history keeps it: its Target as a
-// record, made into a Target again when read (full).
-func compactEvent(ev Event) Event {
-	if ev.Target != nil {
-		ev.rec, ev.Target = newRecord(ev.Target), nil
-	}
-	return ev
-}
-
-// full returns ev with its Target made of its record, if it has one.
-func (ev Event) full(effective func(*probe.Spec) probe.Effective) Event {
-	if ev.rec != nil {
-		ev.Target, ev.rec = ev.rec.target(effective), nil
-	}
-	return ev
 }
 
 // size estimates the memory an event holds, for the byte bounds of the

@@ -102,10 +102,18 @@ func (f *feed) restore(st *Stored) []*record {
 	for _, ev := range st.Events {
 		ev.Message = probe.BoundMessage(ev.Message)
 		f.shareLabels(&ev)
-		f.hist.append(compactEvent(ev), ev.size())
+		f.hist.append(ev, eventRecord(&ev), ev.size())
 	}
 	f.rev = st.Revision
 	return records
+}
+
+// eventRecord returns the record of ev's Target, nil without one.
+func eventRecord(ev *Event) *record {
+	if ev.Target == nil {
+		return nil
+	}
+	return newRecord(ev.Target)
 }
 
 // shareLabels makes a restored event hold its target's label map when
@@ -132,17 +140,15 @@ func (f *feed) publish(changes []*Change) {
 			f.put(c.record())
 		}
 		size := c.Event.size()
-		ev := c.Event
-		if ev.Target != nil {
-			// The history keeps the target's record, the one the view
-			// has when it is the same target (Target is c.Target then).
-			r := c.record()
-			if ev.Target != c.Target {
-				r = newRecord(ev.Target)
+		// The history keeps the target's record, the one the view has
+		// when it is the same target (Event.Target is c.Target then).
+		var rec *record
+		if t := c.Event.Target; t != nil {
+			if rec = c.record(); t != c.Target {
+				rec = newRecord(t)
 			}
-			ev.Target, ev.rec = nil, r
 		}
-		f.hist.append(ev, size)
+		f.hist.append(c.Event, rec, size)
 		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event, size) {

@@ -66,7 +66,9 @@ type Watcher struct {
 	cursor   uint64 // next revision to read from history while not synced
 	from     uint64 // events below it are never delivered
 	spare    []Event
-	epoch    uint64 // f.epoch when it was created: a reload since ends it
+	// spareRecs is the history's records read with spare.
+	spareRecs []*record
+	epoch     uint64 // f.epoch when it was created: a reload since ends it
 
 	mu         sync.Mutex // guards the fields below
 	synced     bool       // receives pushes; also in f.synced
@@ -310,14 +312,20 @@ func (w *Watcher) catchUp() (Batch, error) {
 		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max,
 			Exceeded: "the retained history (--history, --history-bytes) dropped events before it read them"}
 	}
-	read := f.hist.read(w.spare[:0], w.cursor, maxBatch)
+	read, recs := f.hist.read(w.spare[:0], w.spareRecs[:0], w.cursor, maxBatch)
 	b := Batch{Events: read[:0]}
 	for i := range read {
 		if w.filter.match(&read[i]) {
-			b.Events = append(b.Events, read[i].full(f.effective))
+			ev := read[i]
+			if recs[i] != nil {
+				ev.Target = f.target(recs[i])
+			}
+			b.Events = append(b.Events, ev)
 		}
 	}
 	w.spare = b.Events
+	clear(recs)
+	w.spareRecs = recs
 	if len(read) > 0 {
 		last := read[len(read)-1].Revision
 		w.cursor = last + 1
