@@ -158,7 +158,7 @@ func (e *Engine) plan(set ApplySet) (*applyPlan, field.List) {
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "exists, created by CreateTarget: not managed by any owner"})
 		case cur.owner != set.Owner:
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "held by another owner"})
-		case cur.phase == Terminating:
+		case cur.phase() == Terminating:
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "terminating: apply again once it is removed"})
 		case sameSpec(cur.spec, s):
 			p.unchanged = append(p.unchanged, s.Name)
@@ -167,7 +167,7 @@ func (e *Engine) plan(set ApplySet) (*applyPlan, field.List) {
 		}
 	}
 	for name, cur := range current {
-		if cur.owner == set.Owner && cur.phase == Active && !desired[name] &&
+		if cur.owner == set.Owner && cur.phase() == Active && !desired[name] &&
 			matchLabels(cur.spec.Labels, set.Selector) && (set.Writable == nil || set.Writable(name)) {
 			p.prune = append(p.prune, name)
 		}

@@ -84,7 +84,7 @@ func (en *entry) phase() Phase {
 	if en.status != nil {
 		return en.status.Phase
 	}
-	return en.rec.phase
+	return en.rec.phase()
 }
 
 func (en *entry) started() bool {

@@ -376,7 +376,7 @@ func (f *feed) counts() (active, terminating int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.view.Ascend(func(t *record) bool {
-		if t.phase == Terminating {
+		if t.phase() == Terminating {
 			terminating++
 		} else {
 			active++

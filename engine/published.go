@@ -21,13 +21,16 @@ type record struct {
 	started time.Time
 	client  string
 	owner   string
-	deleted *deletion // nil until deleted
 	rev     uint64
-	phase   Phase
+	// deleted is nil for an Active target not deleted (nearly all of
+	// them): out of line, the record fits in 128 bytes.
+	deleted *deletion
 }
 
-// deletion is the deletion of a record's target: rare, so out of line.
+// deletion is the phase and deletion of a record's target when it is not
+// simply Active.
 type deletion struct {
+	phase Phase
 	time  time.Time
 	grace *time.Duration
 }
@@ -53,10 +56,10 @@ func newRecord(t *Target) *record {
 	s := &t.Status
 	r := &record{
 		spec: t.Spec, created: s.CreateTime, started: s.StartTime, client: s.Client, owner: s.Owner,
-		rev: s.Revision, phase: s.Phase,
+		rev: s.Revision,
 	}
-	if !s.DeleteTime.IsZero() || s.DeletionGracePeriod != nil {
-		r.deleted = &deletion{time: s.DeleteTime, grace: s.DeletionGracePeriod}
+	if s.Phase != Active || !s.DeleteTime.IsZero() || s.DeletionGracePeriod != nil {
+		r.deleted = &deletion{phase: s.Phase, time: s.DeleteTime, grace: s.DeletionGracePeriod}
 	}
 	n := 0
 	for i := range s.Probes {
@@ -93,7 +96,7 @@ func zeroProbe(p *ProbeStatus) bool {
 // timings.
 func (r *record) status() Status {
 	s := Status{
-		Phase: r.phase, CreateTime: r.created, StartTime: r.started, Client: r.client, Owner: r.owner,
+		Phase: r.phase(), CreateTime: r.created, StartTime: r.started, Client: r.client, Owner: r.owner,
 		Revision: r.rev,
 	}
 	if r.deleted != nil {
@@ -153,10 +156,17 @@ func (r *record) Started() bool {
 
 func (r *record) Ready() bool {
 	res, _ := r.probe(probe.Readiness)
-	return r.phase == Active && r.Started() && (!r.present(probe.Readiness) || res == probe.Success)
+	return r.phase() == Active && r.Started() && (!r.present(probe.Readiness) || res == probe.Success)
 }
 
 func (r *record) name() string { return r.spec.Name }
+
+func (r *record) phase() Phase {
+	if r.deleted == nil {
+		return Active
+	}
+	return r.deleted.phase
+}
 
 func (r *record) deleteTime() time.Time {
 	if r.deleted == nil {
