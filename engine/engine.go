@@ -210,6 +210,7 @@ type Engine struct {
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
+	clientIDs map[string]string // the identities of perClient, shared by their targets
 	// creating are the names whose create over a SharedStore is in
 	// flight here (inflight.go).
 	creating map[string]*creation // guarded by mu
@@ -240,6 +241,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		feed:      newFeed(opts.History, opts.HistoryBytes),
 		targets:   make(map[string]*entry),
 		perClient: make(map[string]int),
+		clientIDs: make(map[string]string),
 		creating:  make(map[string]*creation),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),

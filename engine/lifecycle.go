@@ -65,7 +65,9 @@ func (e *Engine) createLocal(spec *target.Spec, client, owner string, now time.T
 		return nil, nil, err
 	}
 	e.targets[spec.Name] = en
-	e.countClientLocked(client, 1)
+	// en is not visible before e.mu is released.
+	en.client = e.countClientLocked(client, 1)
+	en.status.Client = en.client
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)

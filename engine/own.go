@@ -173,10 +173,12 @@ func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*
 
 // restore registers a stored target, not owned yet (Open, before Run).
 func (e *Engine) restore(r *record) {
+	// Open: nothing reads the view yet, so r's client may still become
+	// the registry's string of it.
+	r.client = e.countClientLocked(r.client, 1)
 	en := &entry{name: r.name(), client: r.client}
 	en.share(r)
 	e.targets[en.name] = en
-	e.countClientLocked(r.client, 1)
 }
 
 // ownAll owns every registered target that is this engine's to probe
