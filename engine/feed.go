@@ -108,6 +108,20 @@ func (f *feed) restore(st *Stored) []*record {
 	return records
 }
 
+// sharedLabels returns the labels of a published target equal to labels
+// (the same map, which specs never modify), or labels when it finds none.
+func (f *feed) sharedLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return labels
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.labels.equal(labels); ok {
+		return l
+	}
+	return labels
+}
+
 // eventRecord returns the record of ev's Target, nil without one.
 func eventRecord(ev *Event) *record {
 	if ev.Target == nil {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"maps"
+
 	"github.com/google/btree"
 )
 
@@ -72,4 +74,22 @@ func (x *labelIndex) smallest(selector map[string]string) (tr *btree.BTreeG[*rec
 		}
 	}
 	return tr, tr != nil
+}
+
+// equal returns the labels of an indexed target equal to labels, if it
+// finds one: it looks at the first and the last target (by name) of each
+// of labels' trees, so a set that many targets share is found at once.
+func (x *labelIndex) equal(labels map[string]string) (map[string]string, bool) {
+	for k, v := range labels {
+		tr := x.byLabel[label{k, v}]
+		if tr == nil {
+			return nil, false // a label no target has: no equal set
+		}
+		for _, end := range [...]func() (*record, bool){tr.Min, tr.Max} {
+			if r, ok := end(); ok && maps.Equal(r.spec.Labels, labels) {
+				return r.spec.Labels, true
+			}
+		}
+	}
+	return nil, false
 }

@@ -204,11 +204,16 @@ func (e *Engine) validate(spec, old *target.Spec) error {
 	return e.validateList(spec, old).Err()
 }
 
-// validateList is validate's list of problems.
+// validateList is validate's list of problems. A valid spec's labels
+// become those of a published target with the same labels, when one is
+// found (feed.sharedLabels): equal label sets are held once.
 func (e *Engine) validateList(spec, old *target.Spec) field.List {
 	errs := target.Validate(spec, old, e.targetOptions())
 	if e.opts.Admit != nil {
 		errs = append(errs, e.opts.Admit(spec)...)
+	}
+	if len(errs) == 0 {
+		spec.Labels = e.feed.sharedLabels(spec.Labels)
 	}
 	return errs
 }
