@@ -216,6 +216,8 @@ type Engine struct {
 	creating map[string]*creation // guarded by mu
 	// applyMu makes Apply calls run one at a time.
 	applyMu sync.Mutex
+	// timings are the runners' effective timings, one copy of each.
+	timings timingSet
 
 	// reloads carries Reload's requests to the follow loop.
 	reloads chan chan error

@@ -402,7 +402,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 			continue
 		}
 		if r == nil {
-			nr := &runner{entry: en, typ: t, spec: p, eff: e.effective(p), state: probe.Initial(t)}
+			nr := &runner{entry: en, typ: t, spec: p, eff: e.timing(p), state: probe.Initial(t)}
 			if err := e.exec.alloc(nr); err != nil {
 				undo()
 				en.mu.Unlock()
@@ -443,7 +443,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 				e.exec.interrupt(r) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
-			r.spec, r.eff = p, e.effective(p)
+			r.spec, r.eff = p, e.timing(p)
 			if r.period() != old {
 				e.scheduleFailed(e.exec.reschedule(r, now.Add(r.period()), r.period()))
 			}

@@ -163,7 +163,7 @@ func (e *Engine) disownLocked(en *entry, waits []<-chan runResult) []<-chan runR
 // newRunnerLocked makes a runner for probe typ of en with its initial
 // state, and gives it a wheel ID; en.mu held.
 func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*runner, error) {
-	r := &runner{entry: en, typ: typ, spec: spec, eff: e.effective(spec), state: probe.Initial(typ)}
+	r := &runner{entry: en, typ: typ, spec: spec, eff: e.timing(spec), state: probe.Initial(typ)}
 	if err := e.exec.alloc(r); err != nil {
 		return nil, fmt.Errorf("target %q %s probe: %w", en.name, typ, err)
 	}

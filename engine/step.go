@@ -113,7 +113,7 @@ func (e *Engine) applyLocked(ctx context.Context, r *runner, gen uint64, start t
 // changed, returning the change and its channel (nil, nil if none); en.mu
 // held.
 func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change, <-chan error) {
-	next, change := r.state.Observe(out.Result, r.eff)
+	next, change := r.state.Observe(out.Result, *r.eff)
 	r.state = next
 	if !change.Transition && !change.Initialized {
 		return nil, nil
@@ -178,7 +178,7 @@ func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Ti
 	t := &Target{Spec: en.spec, Status: en.current()}
 	for typ, r := range en.runners {
 		if r != nil {
-			t.Status.Probes[typ].Effective = r.eff // floors applied
+			t.Status.Probes[typ].Effective = *r.eff // floors applied
 		}
 	}
 	// Once t is committed the entry shares its status (one copy, not
