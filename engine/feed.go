@@ -102,7 +102,7 @@ func (f *feed) restore(st *Stored) []*record {
 	for _, ev := range st.Events {
 		ev.Message = probe.BoundMessage(ev.Message)
 		f.shareLabels(&ev)
-		f.hist.append(ev, eventRecord(&ev), ev.size())
+		f.hist.append(ev, f.eventRecord(&ev), ev.size())
 	}
 	f.rev = st.Revision
 	return records
@@ -122,10 +122,15 @@ func (f *feed) sharedLabels(labels map[string]string) map[string]string {
 	return labels
 }
 
-// eventRecord returns the record of ev's Target, nil without one.
-func eventRecord(ev *Event) *record {
+// eventRecord returns the record of a restored event's Target (nil
+// without one): the view's record when it is of the same revision (the
+// target has not changed since), else a record of its own. f.mu held.
+func (f *feed) eventRecord(ev *Event) *record {
 	if ev.Target == nil {
 		return nil
+	}
+	if r, ok := f.view.Get(named(ev.Name)); ok && r.rev == ev.Target.Status.Revision && r.rev == ev.Revision {
+		return r
 	}
 	return newRecord(ev.Target)
 }

@@ -22,7 +22,7 @@ func TestHistoryRing(t *testing.T) {
 	h := newHistory(3, 0)
 	for _, rev := range []uint64{2, 4, 6, 8, 10} { // not contiguous
 		ev := Event{Revision: rev}
-		h.append(ev, eventRecord(&ev), ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	if got := revisions(h.read(nil, nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
 		t.Fatalf("retained %v, want [6 8 10]", got)
@@ -65,7 +65,7 @@ func TestHistoryByteBound(t *testing.T) {
 	h := newHistory(100, 3*one)
 	for rev := uint64(1); rev <= 10; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, eventRecord(&ev), ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	if h.n != 3 || h.bytes > 3*one {
 		t.Fatalf("kept %d events (%d bytes), want 3 within %d bytes", h.n, h.bytes, 3*one)
@@ -89,13 +89,13 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	h := newHistory(100, 2*one)
 	for rev := uint64(1); rev <= 5; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, eventRecord(&ev), ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	// Lift the byte bound: the ring must keep order while it grows again.
 	h.maxBytes = 0
 	for rev := uint64(6); rev <= 9; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, eventRecord(&ev), ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	got := revisions(h.read(nil, nil, 0, 100))
 	for i := 1; i < len(got); i++ {
@@ -152,6 +152,28 @@ func TestRestoredEventsShareLabels(t *testing.T) {
 	}
 }
 
+// TestRestoredEventsShareRecords: a restored lifecycle event of the
+// stored target's revision holds the view's record of it; an older one
+// (the target changed since) a record of its own.
+func TestRestoredEventsShareRecords(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	at := func(rev uint64) *Target {
+		return &Target{Spec: nameOnly("a"), Status: Status{Phase: Active, Revision: rev}}
+	}
+	f.restore(&Stored{Revision: 4, Targets: []*Target{at(4)}, Events: []Event{
+		{Revision: 2, Name: "a", Kind: KindCreated, Target: at(2)},
+		{Revision: 4, Name: "a", Kind: KindReset, Target: at(4)},
+	}})
+	view, _ := f.view.Get(named("a"))
+	if f.hist.records[0] == view || f.hist.records[1] != view {
+		t.Errorf("records of the events at 2 and 4: %p, %p; want a record of its own, then the view's %p", f.hist.records[0], f.hist.records[1], view)
+	}
+	if evs := readAll(&f.hist); evs[0].Target.Status.Revision != 2 || evs[1].Target.Status.Revision != 4 {
+		t.Errorf("targets of the events: revisions %d, %d; want 2, 4", evs[0].Target.Status.Revision, evs[1].Target.Status.Revision)
+	}
+}
+
 // readAll returns the first 10 events of h with their targets.
 func readAll(h *history) []Event {
 	evs, recs := h.read(nil, nil, 0, 10)
@@ -161,4 +183,12 @@ func readAll(h *history) []Event {
 		}
 	}
 	return evs
+}
+
+// recordOf returns the record of ev's Target, nil without one.
+func recordOf(ev *Event) *record {
+	if ev.Target == nil {
+		return nil
+	}
+	return newRecord(ev.Target)
 }

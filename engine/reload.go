@@ -115,7 +115,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter, rec
 		if ev.Revision > hist.compacted {
 			ev.Message = probe.BoundMessage(ev.Message) // as restore does
 			f.shareLabels(&ev)
-			hist.append(ev, eventRecord(&ev), ev.size())
+			hist.append(ev, f.eventRecord(&ev), ev.size())
 		}
 	}
 	f.hist = hist
