@@ -300,7 +300,8 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	if !ok {
 		return nil, notFound(name)
 	}
-	return e.withLive(t), nil
+	e.addLive(t) // t is made for this call
+	return t, nil
 }
 
 // ListOptions page through targets.
@@ -326,8 +327,8 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 		return nil, false, err
 	}
 	ts, more := e.feed.list(o)
-	for i, t := range ts {
-		ts[i] = e.withLive(t)
+	for _, t := range ts {
+		e.addLive(t) // made for this call
 	}
 	return ts, more, nil
 }
@@ -335,28 +336,34 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 // withLive copies a published target and adds the figures kept in memory.
 func (e *Engine) withLive(t *Target) *Target {
 	out := *t
+	e.addLive(&out)
+	return &out
+}
+
+// addLive adds to t, a target of the caller's, the effective timings and
+// the figures kept in memory.
+func (e *Engine) addLive(out *Target) {
 	for _, typ := range probe.Types {
-		if p := t.Spec.Probe(typ); p != nil {
+		if p := out.Spec.Probe(typ); p != nil {
 			out.Status.Probes[typ].Effective = e.effective(p)
 		}
 	}
 	e.mu.Lock()
-	en := e.targets[t.Spec.Name]
+	en := e.targets[out.Spec.Name]
 	e.mu.Unlock()
 	if en == nil {
-		return &out
+		return
 	}
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	for typ, r := range en.runners {
-		if r == nil || r.spec != t.Spec.Probe(probe.Type(typ)) {
+		if r == nil || r.spec != out.Spec.Probe(probe.Type(typ)) {
 			continue
 		}
 		ps := &out.Status.Probes[typ]
 		r.figures(ps)
 		ps.Recent = r.recent.samples()
 	}
-	return &out
 }
 
 // Update replaces the spec of an existing target in place. Probes that
