@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/probed/probed/engine/probe"
@@ -67,9 +69,14 @@ func newRecord(t *Target) *record {
 			n++
 		}
 	}
-	if n > 0 {
-		r.probes = make([]probeRecord, 0, n)
+	if n == 0 {
+		return r
 	}
+	if probes, ok := bare.of(s); ok {
+		r.probes = probes
+		return r
+	}
+	r.probes = make([]probeRecord, 0, n)
 	for i := range s.Probes {
 		p := &s.Probes[i]
 		if zeroProbe(p) {
@@ -83,6 +90,67 @@ func newRecord(t *Target) *record {
 		})
 	}
 	return r
+}
+
+// bare holds the probe lists of records whose probes have nothing but a
+// result (a target just created, a CREATED event in the history: half
+// the records of a registry that was just filled), shared by all of them.
+var bare bareProbes
+
+// maxBare bounds the probe lists bareProbes shares (there are few: one
+// per combination of probes and initial results in use).
+const maxBare = 256
+
+// bareProbes shares the probe lists of records by their results.
+type bareProbes struct {
+	mu sync.Mutex
+	m  map[uint32][]probeRecord
+}
+
+// of returns the shared probe list of s when its probes have nothing but
+// a type, a result and the present and initialized flags; never modify
+// it.
+func (b *bareProbes) of(s *Status) ([]probeRecord, bool) {
+	var key uint32
+	for i := range s.Probes {
+		p := &s.Probes[i]
+		if zeroProbe(p) {
+			continue
+		}
+		if !p.LastTransitionTime.IsZero() || p.ConsecutiveSuccesses != 0 || p.ConsecutiveFailures != 0 ||
+			!p.LastProbeTime.IsZero() || p.LastMessage != "" || p.LastLatency != 0 || p.ProbesTotal != 0 || p.Result > 15 {
+			return nil, false
+		}
+		bits := uint32(1 | uint32(p.Result)<<1 | b2u(p.Present)<<5 | b2u(p.HasInitialized)<<6)
+		key |= bits << (8 * i)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if probes, ok := b.m[key]; ok {
+		return probes, true
+	}
+	if len(b.m) >= maxBare {
+		return nil, false
+	}
+	var probes []probeRecord
+	for i := range s.Probes {
+		if p := &s.Probes[i]; !zeroProbe(p) {
+			probes = append(probes, probeRecord{typ: probe.Type(i), result: p.Result, present: p.Present, initialized: p.HasInitialized})
+		}
+	}
+	probes = slices.Clip(probes)
+	if b.m == nil {
+		b.m = make(map[uint32][]probeRecord)
+	}
+	b.m[key] = probes
+	return probes, true
+}
+
+func b2u(v bool) uint32 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // zeroProbe reports whether p holds nothing a record keeps.

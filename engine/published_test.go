@@ -105,3 +105,26 @@ func TestPublishSharesOneRecord(t *testing.T) {
 		t.Error("the history holds the event's Target besides its record")
 	}
 }
+
+// TestBareRecordsShareProbes: records whose probes have nothing but a
+// result (just created) share one probe list; a probe with figures
+// makes a list of the record's own.
+func TestBareRecordsShareProbes(t *testing.T) {
+	t.Parallel()
+	created := func(name string) *record {
+		return newRecord(&Target{Spec: nameOnly(name), Status: Status{Phase: Active,
+			Probes: [probe.NumTypes]ProbeStatus{probe.Liveness: {Present: true, Result: probe.Success}, probe.Readiness: {Present: true, Result: probe.Failure}}}})
+	}
+	a, b := created("a"), created("b")
+	if len(a.probes) != 2 || &a.probes[0] != &b.probes[0] {
+		t.Errorf("two records of created targets: %d probes, lists at %p and %p; want 2, one list", len(a.probes), &a.probes[0], &b.probes[0])
+	}
+	probed := created("c").target(nil)
+	probed.Status.Probes[probe.Readiness].ProbesTotal = 1
+	if c := newRecord(probed); &c.probes[0] == &a.probes[0] || c.probes[1].total != 1 {
+		t.Errorf("a probed target's record shares the bare list")
+	}
+	if got := b.target(nil).Status; got.Probes[probe.Liveness].Result != probe.Success || got.Probes[probe.Readiness].Result != probe.Failure || got.Probes[probe.Startup].Present {
+		t.Errorf("status of a bare record: %+v", got.Probes)
+	}
+}
