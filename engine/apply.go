@@ -148,27 +148,27 @@ func (e *Engine) plan(set ApplySet) (*applyPlan, field.List) {
 		cur, exists := current[s.Name]
 		var old *target.Spec
 		if exists {
-			old = cur.Spec
+			old = cur.spec
 		}
 		errs = append(errs, rebase(e.validateList(s, old), fmt.Sprintf("targets[%d]", i))...)
 		switch {
 		case !exists:
 			p.create = append(p.create, s)
-		case cur.Status.Owner == "":
+		case cur.owner == "":
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "exists, created by CreateTarget: not managed by any owner"})
-		case cur.Status.Owner != set.Owner:
+		case cur.owner != set.Owner:
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "held by another owner"})
-		case cur.Status.Phase == Terminating:
+		case cur.phase() == Terminating:
 			p.conflicts = append(p.conflicts, ApplyConflict{s.Name, "terminating: apply again once it is removed"})
-		case sameSpec(cur.Spec, s):
+		case sameSpec(cur.spec, s):
 			p.unchanged = append(p.unchanged, s.Name)
 		default:
 			p.update = append(p.update, s)
 		}
 	}
 	for name, cur := range current {
-		if cur.Status.Owner == set.Owner && cur.Status.Phase == Active && !desired[name] &&
-			matchLabels(cur.Spec.Labels, set.Selector) && (set.Writable == nil || set.Writable(name)) {
+		if cur.owner == set.Owner && cur.phase() == Active && !desired[name] &&
+			matchLabels(cur.spec.Labels, set.Selector) && (set.Writable == nil || set.Writable(name)) {
 			p.prune = append(p.prune, name)
 		}
 	}
@@ -229,7 +229,7 @@ func (e *Engine) applyLocal(ctx context.Context, set ApplySet, p *applyPlan, res
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if en.status.Phase == Terminating {
+		if en.phase() == Terminating {
 			en.mu.Unlock()
 			continue
 		}
@@ -334,7 +334,7 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 		case err != nil:
 			continue // gone meanwhile
 		}
-		if en.status.Phase == Terminating {
+		if en.phase() == Terminating {
 			en.mu.Unlock()
 			continue
 		}

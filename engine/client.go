@@ -18,14 +18,23 @@ func ClientFrom(ctx context.Context) string {
 	return s
 }
 
-// countClientLocked adjusts the number of targets client has; e.mu held.
-func (e *Engine) countClientLocked(client string, delta int) {
+// countClientLocked adjusts the number of targets client has and returns
+// the identity as the registry holds it: the string of its first target
+// still registered, which later ones share instead of a copy of their
+// request's each; e.mu held.
+func (e *Engine) countClientLocked(client string, delta int) string {
 	if client == "" {
-		return
+		return ""
 	}
 	if n := e.perClient[client] + delta; n > 0 {
 		e.perClient[client] = n
+		if id, ok := e.clientIDs[client]; ok {
+			return id
+		}
+		e.clientIDs[client] = client
 	} else {
 		delete(e.perClient, client)
+		delete(e.clientIDs, client)
 	}
+	return client
 }

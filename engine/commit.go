@@ -359,7 +359,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 	took := c.clock.Since(start)
 	for _, ch := range changes {
 		if ch.entry != nil && ch.Target != nil {
-			ch.entry.adopt(ch.Target)
+			ch.entry.adopt(ch)
 		}
 	}
 	last := changes[len(changes)-1].Event.Revision

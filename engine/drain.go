@@ -59,7 +59,7 @@ func (e *Engine) drainLoop(ctx context.Context) {
 func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
 	sleep, _ := en.spec.PreStopSleep()
 	sleep = min(sleep, en.gracePeriod())
-	remaining := en.status.DeleteTime.Add(sleep).Sub(now)
+	remaining := en.deleteTime().Add(sleep).Sub(now)
 	if remaining <= 0 {
 		e.drains.push(en) // no sleep (or it is over): remove at once
 		return

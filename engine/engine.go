@@ -212,11 +212,14 @@ type Engine struct {
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
+	clientIDs map[string]string // the identities of perClient, shared by their targets
 	// creating are the names whose create over a SharedStore is in
 	// flight here (inflight.go).
 	creating map[string]*creation // guarded by mu
 	// applyMu makes Apply calls run one at a time.
 	applyMu sync.Mutex
+	// timings are the runners' effective timings, one copy of each.
+	timings timingSet
 
 	// reloads carries Reload's requests to the follow loop.
 	reloads chan chan error
@@ -242,6 +245,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		feed:      newFeed(opts.History, opts.HistoryBytes),
 		targets:   make(map[string]*entry),
 		perClient: make(map[string]int),
+		clientIDs: make(map[string]string),
 		creating:  make(map[string]*creation),
 		running:   make(chan struct{}),
 		done:      make(chan struct{}),
@@ -262,10 +266,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.feed.restore(stored)
+	restored := e.feed.restore(stored)
 	e.position = stored.Revision
-	for _, t := range stored.Targets {
-		e.restore(t)
+	for _, r := range restored {
+		e.restore(r)
 	}
 	e.log.Info("state restored", "targets", len(stored.Targets), "events", len(stored.Events),
 		"revision", stored.Revision, "took", e.clock.Since(start))

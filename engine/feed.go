@@ -22,7 +22,7 @@ import (
 type feed struct {
 	mu      sync.Mutex
 	rev     uint64                 // last published revision; guarded by mu
-	view    *btree.BTreeG[*Target] // by name; guarded by mu
+	view    *btree.BTreeG[*record] // by name; guarded by mu
 	labels  labelIndex             // the view by label; guarded by mu
 	hist    history                // guarded by mu
 	synced  map[*Watcher]struct{}  // watchers that receive pushes; guarded by mu
@@ -67,7 +67,10 @@ type revWaiter struct {
 	fn  func()
 }
 
-func byName(a, b *Target) bool { return a.Spec.Name < b.Spec.Name }
+func byName(a, b *record) bool { return a.spec.Name < b.spec.Name }
+
+// named is the key of a record by name.
+func named(name string) *record { return &record{spec: nameOnly(name)} }
 
 func newFeed(historyCount, historyBytes int) *feed {
 	return &feed{
@@ -80,12 +83,16 @@ func newFeed(historyCount, historyBytes int) *feed {
 	}
 }
 
-// restore loads stored state; called before anything is published.
-func (f *feed) restore(st *Stored) {
+// restore loads stored state and returns the records of its targets, as
+// the view holds them; called before anything is published.
+func (f *feed) restore(st *Stored) []*record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	records := make([]*record, 0, len(st.Targets))
 	for _, t := range st.Targets {
-		f.put(t)
+		r := newRecord(t)
+		f.put(r)
+		records = append(records, r)
 	}
 	f.hist.compacted = st.Compacted
 	// Events the bounds drop here are still in the store: they count
@@ -95,9 +102,37 @@ func (f *feed) restore(st *Stored) {
 	for _, ev := range st.Events {
 		ev.Message = probe.BoundMessage(ev.Message)
 		f.shareLabels(&ev)
-		f.hist.append(ev, ev.size())
+		f.hist.append(ev, f.eventRecord(&ev), ev.size())
 	}
 	f.rev = st.Revision
+	return records
+}
+
+// sharedLabels returns the labels of a published target equal to labels
+// (the same map, which specs never modify), or labels when it finds none.
+func (f *feed) sharedLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return labels
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.labels.equal(labels); ok {
+		return l
+	}
+	return labels
+}
+
+// eventRecord returns the record of a restored event's Target (nil
+// without one): the view's record when it is of the same revision (the
+// target has not changed since), else a record of its own. f.mu held.
+func (f *feed) eventRecord(ev *Event) *record {
+	if ev.Target == nil {
+		return nil
+	}
+	if r, ok := f.view.Get(named(ev.Name)); ok && r.rev == ev.Target.Status.Revision && r.rev == ev.Revision {
+		return r
+	}
+	return newRecord(ev.Target)
 }
 
 // shareLabels makes a restored event hold its target's label map when
@@ -107,8 +142,8 @@ func (f *feed) shareLabels(ev *Event) {
 	if len(ev.Labels) == 0 {
 		return
 	}
-	if t, ok := f.view.Get(&Target{Spec: nameOnly(ev.Name)}); ok && maps.Equal(t.Spec.Labels, ev.Labels) {
-		ev.Labels = t.Spec.Labels
+	if r, ok := f.view.Get(named(ev.Name)); ok && maps.Equal(r.spec.Labels, ev.Labels) {
+		ev.Labels = r.spec.Labels
 	}
 }
 
@@ -121,10 +156,18 @@ func (f *feed) publish(changes []*Change) {
 		if c.Delete {
 			f.remove(c.Target.Spec.Name)
 		} else {
-			f.put(c.Target)
+			f.put(c.record())
 		}
 		size := c.Event.size()
-		f.hist.append(c.Event, size)
+		// The history keeps the target's record, the one the view has
+		// when it is the same target (Event.Target is c.Target then).
+		var rec *record
+		if t := c.Event.Target; t != nil {
+			if rec = c.record(); t != c.Target {
+				rec = newRecord(t)
+			}
+		}
+		f.hist.append(c.Event, rec, size)
 		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !w.pushLocked(&c.Event, size) {
@@ -138,31 +181,9 @@ func (f *feed) publish(changes []*Change) {
 	}
 }
 
-// withEffective returns t with the effective timing of its probes filled
-// in (the server's floors applied), copying it when a probe lacks it: a
-// target stored before the engine started carries none until its next
-// change.
-func (f *feed) withEffective(t *Target) *Target {
-	if f.effective == nil {
-		return t
-	}
-	var out *Target
-	for _, typ := range probe.Types {
-		p := t.Spec.Probe(typ)
-		if p == nil || t.Status.Probes[typ].Effective != (probe.Effective{}) {
-			continue
-		}
-		if out == nil {
-			c := *t
-			out = &c
-		}
-		out.Status.Probes[typ].Effective = f.effective(p)
-	}
-	if out == nil {
-		return t
-	}
-	return out
-}
+// target returns the Target of r, the effective timing of its probes
+// filled in (the server's floors applied).
+func (f *feed) target(r *record) *Target { return r.target(f.effective) }
 
 // evictedLocked takes w, which failed, out of the synced set; f.mu held.
 func (f *feed) evictedLocked(w *Watcher) {
@@ -256,18 +277,27 @@ func (f *feed) waitReached(ctx context.Context, rev uint64) error {
 
 // get returns the published target by name.
 func (f *feed) get(name string) (*Target, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.view.Get(&Target{Spec: nameOnly(name)})
+	r, ok := f.record(name)
+	if !ok {
+		return nil, false
+	}
+	return f.target(r), true
 }
 
-// byName returns every published target by name.
-func (f *feed) byName() map[string]*Target {
+// record returns the record of the published target by name.
+func (f *feed) record(name string) (*record, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := make(map[string]*Target, f.view.Len())
-	f.view.Ascend(func(t *Target) bool {
-		m[t.Spec.Name] = t
+	return f.view.Get(named(name))
+}
+
+// byName returns the record of every published target by name.
+func (f *feed) byName() map[string]*record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]*record, f.view.Len())
+	f.view.Ascend(func(r *record) bool {
+		m[r.spec.Name] = r
 		return true
 	})
 	return m
@@ -281,16 +311,16 @@ func (f *feed) forget(name string) {
 	f.remove(name)
 }
 
-// put publishes t in the view and the label index. f.mu held.
-func (f *feed) put(t *Target) {
-	old, _ := f.view.ReplaceOrInsert(t)
-	f.labels.replace(old, t)
+// put publishes r in the view and the label index. f.mu held.
+func (f *feed) put(r *record) {
+	old, _ := f.view.ReplaceOrInsert(r)
+	f.labels.replace(old, r)
 }
 
 // remove drops the target named name from the view and the label index.
 // f.mu held.
 func (f *feed) remove(name string) {
-	if old, ok := f.view.Delete(&Target{Spec: nameOnly(name)}); ok {
+	if old, ok := f.view.Delete(named(name)); ok {
 		f.labels.replace(old, nil)
 	}
 }
@@ -304,9 +334,20 @@ func (f *feed) revision() uint64 {
 
 // list returns up to limit published targets with a name greater than
 // after that match selector, in name order, and whether there are more.
+// The targets are made of the records outside the lock.
 // With a selector it visits only the targets of the selector's rarest
 // label (the label index), not the whole view.
 func (f *feed) list(o ListOptions) ([]*Target, bool) {
+	records, more := f.listRecords(o)
+	out := make([]*Target, len(records))
+	for i, r := range records {
+		out[i] = f.target(r)
+	}
+	return out, more
+}
+
+// listRecords is list's walk of the view, under the lock.
+func (f *feed) listRecords(o ListOptions) ([]*record, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	from := f.view
@@ -316,14 +357,14 @@ func (f *feed) list(o ListOptions) ([]*Target, bool) {
 		}
 		from = tr
 	}
-	var out []*Target
+	var out []*record
 	more := false
 	after := o.After
 	if after == "" && o.Namespace != "" {
 		after = o.Namespace + "/" // sorts before every name of the namespace
 	}
-	visit := func(t *Target) bool {
-		name := t.Spec.Name
+	visit := func(t *record) bool {
+		name := t.spec.Name
 		if name == o.After && o.After != "" {
 			return true
 		}
@@ -331,7 +372,7 @@ func (f *feed) list(o ListOptions) ([]*Target, bool) {
 			// Names of the namespace are contiguous: past them, stop.
 			return name < o.Namespace+"/"
 		}
-		if !matchLabels(t.Spec.Labels, o.Selector) || (o.Visible != nil && !o.Visible(name)) {
+		if !matchLabels(t.spec.Labels, o.Selector) || (o.Visible != nil && !o.Visible(name)) {
 			return true
 		}
 		if len(out) == o.Limit {
@@ -344,7 +385,7 @@ func (f *feed) list(o ListOptions) ([]*Target, bool) {
 	if after == "" {
 		from.Ascend(visit)
 	} else {
-		from.AscendGreaterOrEqual(&Target{Spec: nameOnly(after)}, visit)
+		from.AscendGreaterOrEqual(named(after), visit)
 	}
 	return out, more
 }
@@ -353,8 +394,8 @@ func (f *feed) list(o ListOptions) ([]*Target, bool) {
 func (f *feed) counts() (active, terminating int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.view.Ascend(func(t *Target) bool {
-		if t.Status.Phase == Terminating {
+	f.view.Ascend(func(t *record) bool {
+		if t.phase() == Terminating {
 			terminating++
 		} else {
 			active++

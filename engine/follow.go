@@ -115,7 +115,7 @@ func (e *Engine) applyFollowed(changes []*Change) {
 			}
 		case en == nil && c.Target != nil:
 			en = &entry{name: c.Name, client: c.Target.Status.Client}
-			en.share(c.Target)
+			en.share(c.record())
 			e.targets[c.Name] = en
 			e.countClientLocked(en.client, 1)
 			e.mu.Unlock()
@@ -128,7 +128,7 @@ func (e *Engine) applyFollowed(changes []*Change) {
 			if en != nil && c.Target != nil {
 				en.mu.Lock()
 				if !en.owned {
-					en.share(c.Target)
+					en.share(c.record())
 				}
 				en.mu.Unlock()
 			}

@@ -35,7 +35,7 @@ func deleteOptionsOf(opts []DeleteOption) deleteOptions {
 // gracePeriod is the grace period of en's deletion, counted from its
 // DeleteTime: the one the deletion was given, else the spec's; en.mu held.
 func (en *entry) gracePeriod() time.Duration {
-	if g := en.status.DeletionGracePeriod; g != nil {
+	if g := en.grace(); g != nil {
 		return *g
 	}
 	return en.spec.GracePeriod()
@@ -48,7 +48,7 @@ func (en *entry) gracePeriod() time.Duration {
 func (e *Engine) shortenGrace(ctx context.Context, en *entry, d time.Duration) (*Target, error) {
 	now := e.clock.Now()
 	sleep, _ := en.spec.PreStopSleep()
-	elapsed := max(now.Sub(en.status.DeleteTime), 0)
+	elapsed := max(now.Sub(en.deleteTime()), 0)
 	if remaining := min(sleep, en.gracePeriod()) - elapsed; d >= remaining {
 		en.mu.Unlock()
 		return e.Get(ctx, en.name) // no sooner: nothing changes

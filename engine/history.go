@@ -6,8 +6,11 @@ import "sort"
 // count and by (estimated) bytes. Revisions in it are strictly increasing.
 // Not safe for concurrent use; the feed's lock guards it.
 type history struct {
-	buf        []Event // ring; grows to maxCount
-	sizes      []int32 // Event.size of buf's events, computed once on append
+	buf   []Event // ring; grows to maxCount; Target always nil
+	sizes []int32 // Event.size of buf's events, computed once on append
+	// records are the targets of buf's events (nil for probe events), in
+	// the compact form: the record the view holds when it is the same.
+	records    []*record
 	start, n   int
 	bytes      int
 	maxCount   int
@@ -25,8 +28,10 @@ func (h *history) at(i int) *Event {
 }
 
 // append adds ev (whose revision is greater than every retained one) and
-// drops the oldest events beyond the bounds. size is ev.size().
-func (h *history) append(ev Event, size int) {
+// drops the oldest events beyond the bounds. size is ev.size(); rec is
+// the record of ev.Target (nil without one), kept instead of it.
+func (h *history) append(ev Event, rec *record, size int) {
+	ev.Target = nil
 	for h.n > 0 && (h.n >= h.maxCount || (h.maxBytes > 0 && h.bytes+size > h.maxBytes)) {
 		h.dropOldest()
 	}
@@ -34,13 +39,14 @@ func (h *history) append(ev Event, size int) {
 		// Full but unwrapped and below its bound: grow.
 		h.buf = append(h.buf, ev)
 		h.sizes = append(h.sizes, int32(size))
+		h.records = append(h.records, rec)
 	} else {
 		if h.n == len(h.buf) {
 			// Full and wrapped (only reachable via the byte bound): make room.
 			h.dropOldest()
 		}
 		i := (h.start + h.n) % len(h.buf)
-		h.buf[i], h.sizes[i] = ev, int32(size)
+		h.buf[i], h.sizes[i], h.records[i] = ev, int32(size), rec
 	}
 	h.n++
 	h.bytes += size
@@ -51,6 +57,7 @@ func (h *history) dropOldest() {
 	h.compacted = old.Revision
 	h.bytes -= int(h.sizes[h.start])
 	*old = Event{} // release what it points to
+	h.records[h.start] = nil
 	h.start = (h.start + 1) % len(h.buf)
 	h.n--
 	h.compaction++
@@ -72,11 +79,12 @@ func (h *history) search(rev uint64) int {
 }
 
 // read appends to dst the retained events with Revision >= rev, at most
-// limit of them.
-func (h *history) read(dst []Event, rev uint64, limit int) []Event {
+// limit of them, without their Target, and to recs their records.
+func (h *history) read(dst []Event, recs []*record, rev uint64, limit int) ([]Event, []*record) {
 	for i := h.search(rev); i < h.n && limit > 0; i++ {
 		dst = append(dst, *h.at(i))
+		recs = append(recs, h.records[(h.start+i)%len(h.buf)])
 		limit--
 	}
-	return dst
+	return dst, recs
 }

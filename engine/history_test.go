@@ -9,7 +9,7 @@ import (
 	"github.com/probed/probed/engine/probe"
 )
 
-func revisions(evs []Event) []uint64 {
+func revisions(evs []Event, _ []*record) []uint64 {
 	out := make([]uint64, len(evs))
 	for i, e := range evs {
 		out[i] = e.Revision
@@ -22,9 +22,9 @@ func TestHistoryRing(t *testing.T) {
 	h := newHistory(3, 0)
 	for _, rev := range []uint64{2, 4, 6, 8, 10} { // not contiguous
 		ev := Event{Revision: rev}
-		h.append(ev, ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
-	if got := revisions(h.read(nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
+	if got := revisions(h.read(nil, nil, 0, 100)); len(got) != 3 || got[0] != 6 || got[2] != 10 {
 		t.Fatalf("retained %v, want [6 8 10]", got)
 	}
 	if h.compacted != 4 {
@@ -46,7 +46,7 @@ func TestHistoryRing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := revisions(h.read(nil, tt.from, tt.limit))
+			got := revisions(h.read(nil, nil, tt.from, tt.limit))
 			if len(got) != len(tt.want) {
 				t.Fatalf("read(%d) = %v, want %v", tt.from, got, tt.want)
 			}
@@ -65,7 +65,7 @@ func TestHistoryByteBound(t *testing.T) {
 	h := newHistory(100, 3*one)
 	for rev := uint64(1); rev <= 10; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	if h.n != 3 || h.bytes > 3*one {
 		t.Fatalf("kept %d events (%d bytes), want 3 within %d bytes", h.n, h.bytes, 3*one)
@@ -78,8 +78,8 @@ func TestHistoryByteBound(t *testing.T) {
 func TestHistoryEmpty(t *testing.T) {
 	t.Parallel()
 	h := newHistory(10, 0)
-	if h.oldest(5) != 5 || len(h.read(nil, 0, 10)) != 0 {
-		t.Errorf("empty history: oldest %d, read %v", h.oldest(5), h.read(nil, 0, 10))
+	if evs, _ := h.read(nil, nil, 0, 10); h.oldest(5) != 5 || len(evs) != 0 {
+		t.Errorf("empty history: oldest %d, read %v", h.oldest(5), evs)
 	}
 }
 
@@ -89,15 +89,15 @@ func TestHistoryWrapThenGrow(t *testing.T) {
 	h := newHistory(100, 2*one)
 	for rev := uint64(1); rev <= 5; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
 	// Lift the byte bound: the ring must keep order while it grows again.
 	h.maxBytes = 0
 	for rev := uint64(6); rev <= 9; rev++ {
 		ev := Event{Revision: rev}
-		h.append(ev, ev.size())
+		h.append(ev, recordOf(&ev), ev.size())
 	}
-	got := revisions(h.read(nil, 0, 100))
+	got := revisions(h.read(nil, nil, 0, 100))
 	for i := 1; i < len(got); i++ {
 		if got[i] <= got[i-1] {
 			t.Fatalf("history out of order after wrap and growth: %v", got)
@@ -119,7 +119,7 @@ func TestRestoredMessagesBounded(t *testing.T) {
 		{Revision: 1, Kind: KindTransition, Message: "status: 300 \xf1\xff"},
 		{Revision: 2, Kind: KindTransition, Message: long},
 	}})
-	for _, ev := range f.hist.read(nil, 0, 10) {
+	for _, ev := range readAll(&f.hist) {
 		if !utf8.ValidString(ev.Message) || len(ev.Message) > probe.MaxMessageBytes {
 			t.Errorf("event %d: restored message %.40q… (%d bytes) is not bounded", ev.Revision, ev.Message, len(ev.Message))
 		}
@@ -138,7 +138,7 @@ func TestRestoredEventsShareLabels(t *testing.T) {
 		{Revision: 2, Name: "a", Kind: KindTransition, Labels: map[string]string{"app": "old"}},
 		{Revision: 3, Name: "gone", Kind: KindTransition, Labels: map[string]string{"app": "web"}},
 	}})
-	evs := f.hist.read(nil, 0, 10)
+	evs := readAll(&f.hist)
 	same := func(m map[string]string) bool {
 		return reflect.ValueOf(m).UnsafePointer() == reflect.ValueOf(labels).UnsafePointer()
 	}
@@ -150,4 +150,45 @@ func TestRestoredEventsShareLabels(t *testing.T) {
 	if evs[1].Labels["app"] != "old" || evs[2].Labels["app"] != "web" {
 		t.Errorf("labels changed: %v, %v", evs[1].Labels, evs[2].Labels)
 	}
+}
+
+// TestRestoredEventsShareRecords: a restored lifecycle event of the
+// stored target's revision holds the view's record of it; an older one
+// (the target changed since) a record of its own.
+func TestRestoredEventsShareRecords(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	at := func(rev uint64) *Target {
+		return &Target{Spec: nameOnly("a"), Status: Status{Phase: Active, Revision: rev}}
+	}
+	f.restore(&Stored{Revision: 4, Targets: []*Target{at(4)}, Events: []Event{
+		{Revision: 2, Name: "a", Kind: KindCreated, Target: at(2)},
+		{Revision: 4, Name: "a", Kind: KindReset, Target: at(4)},
+	}})
+	view, _ := f.view.Get(named("a"))
+	if f.hist.records[0] == view || f.hist.records[1] != view {
+		t.Errorf("records of the events at 2 and 4: %p, %p; want a record of its own, then the view's %p", f.hist.records[0], f.hist.records[1], view)
+	}
+	if evs := readAll(&f.hist); evs[0].Target.Status.Revision != 2 || evs[1].Target.Status.Revision != 4 {
+		t.Errorf("targets of the events: revisions %d, %d; want 2, 4", evs[0].Target.Status.Revision, evs[1].Target.Status.Revision)
+	}
+}
+
+// readAll returns the first 10 events of h with their targets.
+func readAll(h *history) []Event {
+	evs, recs := h.read(nil, nil, 0, 10)
+	for i, r := range recs {
+		if r != nil {
+			evs[i].Target = r.target(nil)
+		}
+	}
+	return evs
+}
+
+// recordOf returns the record of ev's Target, nil without one.
+func recordOf(ev *Event) *record {
+	if ev.Target == nil {
+		return nil
+	}
+	return newRecord(ev.Target)
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -29,14 +31,14 @@ func targetNames(ts []*Target) []string {
 func TestListByLabelIndex(t *testing.T) {
 	t.Parallel()
 	f := newFeed(10, 0)
-	f.put(labelled("a", map[string]string{"app": "web", "env": "prod"}))
-	f.put(labelled("b", map[string]string{"app": "web", "env": "dev"}))
-	f.put(labelled("c", map[string]string{"app": "db", "env": "prod"}))
-	f.put(labelled("d", map[string]string{"app": "web", "env": "prod"}))
-	f.put(labelled("e", nil))
-	f.put(labelled("b", map[string]string{"app": "web", "env": "prod"})) // env changed
-	f.put(labelled("d", map[string]string{"env": "prod"}))               // app removed
-	f.put(labelled("f", map[string]string{"app": "web", "env": "prod"}))
+	f.put(newRecord(labelled("a", map[string]string{"app": "web", "env": "prod"})))
+	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "dev"})))
+	f.put(newRecord(labelled("c", map[string]string{"app": "db", "env": "prod"})))
+	f.put(newRecord(labelled("d", map[string]string{"app": "web", "env": "prod"})))
+	f.put(newRecord(labelled("e", nil)))
+	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "prod"}))) // env changed
+	f.put(newRecord(labelled("d", map[string]string{"env": "prod"})))               // app removed
+	f.put(newRecord(labelled("f", map[string]string{"app": "web", "env": "prod"})))
 	f.remove("f")
 	f.remove("missing")
 	tests := []struct {
@@ -76,5 +78,46 @@ func TestListByLabelIndex(t *testing.T) {
 	slices.Sort(held)
 	if want := []string{"app=db:1", "app=web:2", "env=prod:4"}; !slices.Equal(held, want) {
 		t.Errorf("index holds %v; want %v", held, want)
+	}
+}
+
+// TestSharedLabels: a target's labels equal to a published target's are
+// that target's map; other sets stay their own.
+func TestSharedLabels(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	web := map[string]string{"app": "web", "env": "prod"}
+	f.put(newRecord(labelled("a", web)))
+	f.put(newRecord(labelled("b", map[string]string{"app": "web"})))
+	f.put(newRecord(labelled("c", map[string]string{"app": "web", "env": "prod"})))
+	tests := []struct {
+		name   string
+		labels map[string]string
+		shared bool
+	}{
+		{name: "an equal set", labels: map[string]string{"env": "prod", "app": "web"}, shared: true},
+		{name: "a subset held by another target", labels: map[string]string{"env": "prod"}},
+		{name: "a superset", labels: map[string]string{"app": "web", "env": "prod", "zone": "a"}},
+		{name: "a label nobody has", labels: map[string]string{"app": "db"}},
+		{name: "none", labels: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := f.sharedLabels(tt.labels)
+			if !maps.Equal(got, tt.labels) {
+				t.Fatalf("sharedLabels(%v) = %v", tt.labels, got)
+			}
+			same := func(a, b map[string]string) bool {
+				return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+			}
+			if shared := len(got) > 0 && !same(got, tt.labels); shared != tt.shared {
+				t.Errorf("sharedLabels(%v) shared a published map: %v; want %v", tt.labels, shared, tt.shared)
+			}
+			if tt.shared {
+				if r, _ := f.view.Get(named("c")); !same(got, web) && !same(got, r.spec.Labels) {
+					t.Errorf("shared a map that is not a published target's")
+				}
+			}
+		})
 	}
 }

@@ -65,7 +65,9 @@ func (e *Engine) createLocal(spec *target.Spec, client, owner string, now time.T
 		return nil, nil, err
 	}
 	e.targets[spec.Name] = en
-	e.countClientLocked(client, 1)
+	// en is not visible before e.mu is released.
+	en.client = e.countClientLocked(client, 1)
+	en.status.Client = en.client
 	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
 	e.mu.Unlock()
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
@@ -202,11 +204,16 @@ func (e *Engine) validate(spec, old *target.Spec) error {
 	return e.validateList(spec, old).Err()
 }
 
-// validateList is validate's list of problems.
+// validateList is validate's list of problems. A valid spec's labels
+// become those of a published target with the same labels, when one is
+// found (feed.sharedLabels): equal label sets are held once.
 func (e *Engine) validateList(spec, old *target.Spec) field.List {
 	errs := target.Validate(spec, old, e.targetOptions())
 	if e.opts.Admit != nil {
 		errs = append(errs, e.opts.Admit(spec)...)
+	}
+	if len(errs) == 0 {
+		spec.Labels = e.feed.sharedLabels(spec.Labels)
 	}
 	return errs
 }
@@ -293,7 +300,8 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	if !ok {
 		return nil, notFound(name)
 	}
-	return e.withLive(t), nil
+	e.addLive(t) // t is made for this call
+	return t, nil
 }
 
 // ListOptions page through targets.
@@ -319,8 +327,8 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 		return nil, false, err
 	}
 	ts, more := e.feed.list(o)
-	for i, t := range ts {
-		ts[i] = e.withLive(t)
+	for _, t := range ts {
+		e.addLive(t) // made for this call
 	}
 	return ts, more, nil
 }
@@ -328,28 +336,34 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 // withLive copies a published target and adds the figures kept in memory.
 func (e *Engine) withLive(t *Target) *Target {
 	out := *t
+	e.addLive(&out)
+	return &out
+}
+
+// addLive adds to t, a target of the caller's, the effective timings and
+// the figures kept in memory.
+func (e *Engine) addLive(out *Target) {
 	for _, typ := range probe.Types {
-		if p := t.Spec.Probe(typ); p != nil {
+		if p := out.Spec.Probe(typ); p != nil {
 			out.Status.Probes[typ].Effective = e.effective(p)
 		}
 	}
 	e.mu.Lock()
-	en := e.targets[t.Spec.Name]
+	en := e.targets[out.Spec.Name]
 	e.mu.Unlock()
 	if en == nil {
-		return &out
+		return
 	}
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	for typ, r := range en.runners {
-		if r == nil || r.spec != t.Spec.Probe(probe.Type(typ)) {
+		if r == nil || r.spec != out.Spec.Probe(probe.Type(typ)) {
 			continue
 		}
 		ps := &out.Status.Probes[typ]
 		r.figures(ps)
 		ps.Recent = r.recent.samples()
 	}
-	return &out
 }
 
 // Update replaces the spec of an existing target in place. Probes that
@@ -369,7 +383,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		en.mu.Unlock()
 		return nil, nil, errTerminating(spec.Name)
 	}
@@ -395,7 +409,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 			continue
 		}
 		if r == nil {
-			nr := &runner{entry: en, typ: t, spec: p, eff: e.effective(p), state: probe.Initial(t)}
+			nr := &runner{entry: en, typ: t, spec: p, eff: e.timing(p), state: probe.Initial(t)}
 			if err := e.exec.alloc(nr); err != nil {
 				undo()
 				en.mu.Unlock()
@@ -412,7 +426,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 		checkers[t] = c
 	}
 	now := e.clock.Now()
-	wasStarted := en.status.Started()
+	wasStarted := en.started()
 	en.spec = spec
 	for _, t := range probe.Types {
 		p, r := spec.Probe(t), en.runners[t]
@@ -436,7 +450,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 				e.exec.interrupt(r) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
-			r.spec, r.eff = p, e.effective(p)
+			r.spec, r.eff = p, e.timing(p)
 			if r.period() != old {
 				e.scheduleFailed(e.exec.reschedule(r, now.Add(r.period()), r.period()))
 			}
@@ -458,7 +472,7 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		en.mu.Unlock()
 		return nil, errTerminating(name)
 	}
@@ -501,7 +515,7 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 	if err != nil {
 		return nil, err
 	}
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		if o.grace != nil {
 			return e.shortenGrace(ctx, en, *o.grace) // unlocks en
 		}

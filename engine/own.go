@@ -47,13 +47,13 @@ func (e *Engine) Own(ctx context.Context, names ...string) error {
 // whose first run has passed are spread over one period (a take-over);
 // without, they run at once (a target just created).
 func (e *Engine) ownEntry(en *entry, spread bool) {
-	published, ok := e.feed.get(en.name)
+	published, ok := e.feed.record(en.name)
 	e.ownPublished(en, spread, published, ok)
 }
 
 // ownPublished is ownEntry with the published target (ok false: none)
 // looked up by the caller.
-func (e *Engine) ownPublished(en *entry, spread bool, published *Target, ok bool) {
+func (e *Engine) ownPublished(en *entry, spread bool, published *record, ok bool) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	if en.owned || en.removed {
@@ -62,7 +62,7 @@ func (e *Engine) ownPublished(en *entry, spread bool, published *Target, ok bool
 	if ok {
 		en.share(published)
 	}
-	en.wasReady = en.status.Ready()
+	en.wasReady = en.ready()
 	for _, typ := range probe.Types {
 		p := en.spec.Probe(typ)
 		if p == nil {
@@ -74,8 +74,8 @@ func (e *Engine) ownPublished(en *entry, spread bool, published *Target, ok bool
 			e.log.Error("cannot probe target", "target", en.name, "probe", typ.String(), "err", err)
 			continue
 		}
-		ps := en.status.Probes[typ]
-		r.state = probe.State{Result: ps.Result, HasInitialized: ps.HasInitialized}
+		result, initialized := en.probeState(typ)
+		r.state = probe.State{Result: result, HasInitialized: initialized}
 		c, err := e.opts.Checkers.Open(en.name, typ, p.Handler)
 		if err != nil {
 			// Never drop a stored target: it stays, and its probe fails
@@ -88,7 +88,7 @@ func (e *Engine) ownPublished(en *entry, spread bool, published *Target, ok bool
 	e.warnFloored(en)
 	en.owned = true
 	now := e.clock.Now()
-	if en.status.Phase == Terminating {
+	if en.phase() == Terminating {
 		e.scheduleDrainLocked(en, now)
 		return
 	}
@@ -163,7 +163,7 @@ func (e *Engine) disownLocked(en *entry, waits []<-chan runResult) []<-chan runR
 // newRunnerLocked makes a runner for probe typ of en with its initial
 // state, and gives it a wheel ID; en.mu held.
 func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*runner, error) {
-	r := &runner{entry: en, typ: typ, spec: spec, eff: e.effective(spec), state: probe.Initial(typ)}
+	r := &runner{entry: en, typ: typ, spec: spec, eff: e.timing(spec), state: probe.Initial(typ)}
 	if err := e.exec.alloc(r); err != nil {
 		return nil, fmt.Errorf("target %q %s probe: %w", en.name, typ, err)
 	}
@@ -172,11 +172,13 @@ func (e *Engine) newRunnerLocked(en *entry, typ probe.Type, spec *probe.Spec) (*
 }
 
 // restore registers a stored target, not owned yet (Open, before Run).
-func (e *Engine) restore(t *Target) {
-	en := &entry{name: t.Spec.Name, client: t.Status.Client}
-	en.share(t)
+func (e *Engine) restore(r *record) {
+	// Open: nothing reads the view yet, so r's client may still become
+	// the registry's string of it.
+	r.client = e.countClientLocked(r.client, 1)
+	en := &entry{name: r.name(), client: r.client}
+	en.share(r)
 	e.targets[en.name] = en
-	e.countClientLocked(t.Status.Client, 1)
 }
 
 // ownAll owns every registered target that is this engine's to probe

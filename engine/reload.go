@@ -22,17 +22,17 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 	if err != nil {
 		return 0, fmt.Errorf("reloading (%s): %w", cause.Error(), err)
 	}
-	ended, rewound, due := e.feed.reload(st)
+	ended, rewound, due, records := e.feed.reload(st)
 	for _, w := range due {
 		w.fn()
 	}
-	loaded := make(map[string]*Target, len(st.Targets))
-	for _, t := range st.Targets {
-		loaded[t.Spec.Name] = t
+	loaded := make(map[string]*record, len(records))
+	for _, r := range records {
+		loaded[r.name()] = r
 	}
 	type update struct {
 		en *entry
-		t  *Target
+		t  *record
 	}
 	var gone, added []*entry
 	var updated []update
@@ -47,7 +47,7 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 	for name, t := range loaded {
 		en := e.targets[name]
 		if en == nil {
-			en = &entry{name: name, client: t.Status.Client}
+			en = &entry{name: name, client: t.client}
 			en.share(t)
 			e.targets[name] = en
 			e.countClientLocked(en.client, 1)
@@ -91,14 +91,18 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 // (epoch). When st is behind what was published (the store went back in
 // time: rewound), the revision goes back to st's, and a watch from a
 // revision in between is refused from now on. It returns how many
-// watchers ended and the callbacks due (run them with no lock held).
-func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
+// watchers ended, the callbacks due (run them with no lock held) and the
+// records of st's targets, as the view holds them.
+func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter, records []*record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.view.Clear(false)
 	f.labels = newLabelIndex()
+	records = make([]*record, 0, len(st.Targets))
 	for _, t := range st.Targets {
-		f.put(t)
+		r := newRecord(t)
+		f.put(r)
+		records = append(records, r)
 	}
 	hist := newHistory(f.hist.maxCount, f.hist.maxBytes)
 	hist.compacted = max(st.Compacted, f.rev)
@@ -111,7 +115,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
 		if ev.Revision > hist.compacted {
 			ev.Message = probe.BoundMessage(ev.Message) // as restore does
 			f.shareLabels(&ev)
-			hist.append(ev, ev.size())
+			hist.append(ev, f.eventRecord(&ev), ev.size())
 		}
 	}
 	f.hist = hist
@@ -123,7 +127,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter) {
 		delete(f.synced, w)
 		ended++
 	}
-	return ended, rewound, f.dueLocked()
+	return ended, rewound, f.dueLocked(), records
 }
 
 // names are the entries' names, at most 20 of them (for a log line).

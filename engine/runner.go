@@ -18,7 +18,7 @@ type runner struct {
 
 	// Guarded by entry.mu.
 	spec      *probe.Spec
-	eff       probe.Effective
+	eff       *probe.Effective // shared (timingSet): never modified
 	checker   Checker
 	state     probe.State
 	scheduled bool // on the timer wheel

@@ -16,10 +16,10 @@ import (
 // instead, so that many targets taken at once do not fire together. It
 // returns the scheduling errors (every probe is tried); en.mu held.
 func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) error {
-	if en.status.Phase != Active || en.removed || !en.owned {
+	if en.phase() != Active || en.removed || !en.owned {
 		return nil
 	}
-	started := en.status.Started()
+	started := en.started()
 	var errs []error
 	for _, r := range en.runners {
 		if r == nil {
@@ -31,7 +31,7 @@ func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) error 
 			e.exec.unschedule(r)
 		case r.scheduled:
 		default:
-			first := en.status.StartTime.Add(r.eff.InitialDelay)
+			first := en.startTime().Add(r.eff.InitialDelay)
 			switch {
 			case first.After(now):
 				errs = append(errs, e.exec.schedule(r, first, r.period()))

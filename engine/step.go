@@ -100,7 +100,7 @@ func (e *Engine) check(ctx context.Context, r *runner, checker Checker, limit ti
 // receives once it is durable (nil, nil when nothing changed); en.mu held.
 func (e *Engine) applyLocked(ctx context.Context, r *runner, gen uint64, start time.Time, out probe.Outcome) (*Change, <-chan error) {
 	en := r.entry
-	if ctx.Err() != nil || en.removed || r.retired || r.gen.Load() != gen || en.status.Phase != Active {
+	if ctx.Err() != nil || en.removed || r.retired || r.gen.Load() != gen || en.phase() != Active {
 		return nil, nil
 	}
 	r.total++
@@ -113,7 +113,7 @@ func (e *Engine) applyLocked(ctx context.Context, r *runner, gen uint64, start t
 // changed, returning the change and its channel (nil, nil if none); en.mu
 // held.
 func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change, <-chan error) {
-	next, change := r.state.Observe(out.Result, r.eff)
+	next, change := r.state.Observe(out.Result, *r.eff)
 	r.state = next
 	if !change.Transition && !change.Initialized {
 		return nil, nil
@@ -175,10 +175,10 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 // since its creation or reset carries that, for Observer.Ready once the
 // change is durable.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
-	t := &Target{Spec: en.spec, Status: *en.status}
+	t := &Target{Spec: en.spec, Status: en.current()}
 	for typ, r := range en.runners {
 		if r != nil {
-			t.Status.Probes[typ].Effective = r.eff // floors applied
+			t.Status.Probes[typ].Effective = *r.eff // floors applied
 		}
 	}
 	// Once t is committed the entry shares its status (one copy, not
@@ -192,7 +192,7 @@ func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Ti
 	c := &Change{Name: en.name, Target: t, SpecChanged: specChanged, Event: ev, entry: en}
 	if ev.Ready && !en.wasReady {
 		en.wasReady = true
-		c.readyAfter, c.becameReady = now.Sub(en.status.StartTime), true
+		c.readyAfter, c.becameReady = now.Sub(en.startTime()), true
 	}
 	return c
 }

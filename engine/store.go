@@ -110,6 +110,18 @@ type Change struct {
 	// entry is the entry the change was built from (changeLocked), which
 	// adopts Target's status once committed.
 	entry *entry
+	// rec is Target's record, made once committed (see record).
+	rec *record
+}
+
+// record returns the compact form of c.Target (nil without one), made at
+// the first call: call it once the change is committed (its revision
+// set), from the goroutine that commits or publishes it.
+func (c *Change) record() *record {
+	if c.rec == nil && c.Target != nil {
+		c.rec = newRecord(c.Target)
+	}
+	return c.rec
 }
 
 // SetRevision records the revision Commit assigned to the change: on the

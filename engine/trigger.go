@@ -25,10 +25,10 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 	case en.spec.Probe(typ) == nil:
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, fmt.Errorf("target %q has no %s probe: %w", name, typ, ErrNotFound)
-	case en.status.Phase == Terminating:
+	case en.phase() == Terminating:
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, errTerminating(name)
-	case typ != probe.Startup && !en.status.Started():
+	case typ != probe.Startup && !en.started():
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, fmt.Errorf("the %s probe of target %q does not run until its startup probe has succeeded: %w", typ, name, ErrFailedPrecondition)
 	case r == nil:

@@ -60,13 +60,15 @@ type Watcher struct {
 	client string // the identity it counts for in f.watchedBy ("": none)
 
 	// Snapshot and catch-up state, used only by the goroutine calling Next.
-	snapshot []*Target
+	snapshot []*record
 	snapRev  uint64
 	snapOpen bool   // snapshot batches remain (possibly zero targets)
 	cursor   uint64 // next revision to read from history while not synced
 	from     uint64 // events below it are never delivered
 	spare    []Event
-	epoch    uint64 // f.epoch when it was created: a reload since ends it
+	// spareRecs is the history's records read with spare.
+	spareRecs []*record
+	epoch     uint64 // f.epoch when it was created: a reload since ends it
 
 	mu         sync.Mutex // guards the fields below
 	synced     bool       // receives pushes; also in f.synced
@@ -179,8 +181,8 @@ func (f *feed) watch(o WatchOptions, buffer int, client string) (*Watcher, error
 		return nil, fmt.Errorf("%q already has %d watchers open, the most one client may have (--max-watchers-per-client): %w", client, limit, ErrResourceExhausted)
 	}
 	if o.Since == 0 {
-		f.view.Ascend(func(t *Target) bool {
-			if w.filter.matchTarget(t.Spec.Name, t.Spec.Labels) {
+		f.view.Ascend(func(t *record) bool {
+			if w.filter.matchTarget(t.spec.Name, t.spec.Labels) {
 				w.snapshot = append(w.snapshot, t)
 			}
 			return true
@@ -256,7 +258,7 @@ func (w *Watcher) nextSnapshot() Batch {
 	n := min(len(w.snapshot), maxSnapshotBatch)
 	b := Batch{Events: w.spare[:0], Snapshot: true, Revision: w.snapRev}
 	for _, t := range w.snapshot[:n] {
-		b.Events = append(b.Events, snapshotEvent(w.f.withEffective(t)))
+		b.Events = append(b.Events, snapshotEvent(w.f.target(t)))
 	}
 	w.spare = b.Events
 	clear(w.snapshot[:n])
@@ -310,14 +312,20 @@ func (w *Watcher) catchUp() (Batch, error) {
 		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max,
 			Exceeded: "the retained history (--history, --history-bytes) dropped events before it read them"}
 	}
-	read := f.hist.read(w.spare[:0], w.cursor, maxBatch)
+	read, recs := f.hist.read(w.spare[:0], w.spareRecs[:0], w.cursor, maxBatch)
 	b := Batch{Events: read[:0]}
 	for i := range read {
 		if w.filter.match(&read[i]) {
-			b.Events = append(b.Events, read[i])
+			ev := read[i]
+			if recs[i] != nil {
+				ev.Target = f.target(recs[i])
+			}
+			b.Events = append(b.Events, ev)
 		}
 	}
 	w.spare = b.Events
+	clear(recs)
+	w.spareRecs = recs
 	if len(read) > 0 {
 		last := read[len(read)-1].Revision
 		w.cursor = last + 1
