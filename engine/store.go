@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,17 +112,25 @@ type Change struct {
 	// adopts Target's status once committed.
 	entry *entry
 	// rec is Target's record, made once committed (see record).
-	rec *record
+	rec atomic.Pointer[record]
 }
 
 // record returns the compact form of c.Target (nil without one), made at
 // the first call: call it once the change is committed (its revision
-// set), from the goroutine that commits or publishes it.
+// set). The committer (adopting it) and the follow loop (publishing it)
+// may ask at once, when the store delivers the very changes it was given:
+// both get the same record.
 func (c *Change) record() *record {
-	if c.rec == nil && c.Target != nil {
-		c.rec = newRecord(c.Target)
+	if c.Target == nil {
+		return nil
 	}
-	return c.rec
+	if r := c.rec.Load(); r != nil {
+		return r
+	}
+	if r := newRecord(c.Target); c.rec.CompareAndSwap(nil, r) {
+		return r
+	}
+	return c.rec.Load()
 }
 
 // SetRevision records the revision Commit assigned to the change: on the
