@@ -1,0 +1,158 @@
+package clustersoak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// outcome is what a create or delete call answered.
+type outcome int
+
+const (
+	acked     outcome = iota // OK: it must hold
+	uncertain                // failed or timed out: applied or not
+	notFound                 // a delete answered NotFound
+)
+
+// churnOp is one create or delete the churner sent.
+type churnOp struct {
+	create  bool
+	outcome outcome
+	via     string
+	err     error
+}
+
+// churner creates and deletes churn targets through the replicas, one
+// call at a time, and records what each call answered.
+type churner struct {
+	rng      *rand.Rand
+	replicas func() []*replica
+	spec     func(name string) *probev1.Target
+	capacity int // churn targets alive at most
+
+	mu   sync.Mutex // guards ops
+	ops  map[string][]churnOp
+	next int
+	live []string
+}
+
+func (c *churner) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.step(ctx)
+	}
+}
+
+// step sends one call.
+func (c *churner) step(ctx context.Context) {
+	var up []*replica
+	for _, r := range c.replicas() {
+		if r.state() == running {
+			up = append(up, r)
+		}
+	}
+	if len(up) == 0 {
+		return
+	}
+	r := up[c.rng.IntN(len(up))]
+	svc := r.client()
+	if svc == nil {
+		return
+	}
+	create := len(c.live) < c.capacity && (len(c.live) == 0 || c.rng.IntN(3) > 0)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var (
+		name string
+		err  error
+	)
+	if create {
+		name = fmt.Sprintf("c-%06d", c.next)
+		c.next++
+		c.live = append(c.live, name)
+		_, err = svc.CreateTarget(cctx, &probev1.CreateTargetRequest{Target: c.spec(name)})
+	} else {
+		i := c.rng.IntN(len(c.live))
+		name = c.live[i]
+		c.live = slices.Delete(c.live, i, i+1)
+		_, err = svc.DeleteTarget(cctx, &probev1.DeleteTargetRequest{Name: name})
+	}
+	if ctx.Err() != nil {
+		err = ctx.Err() // the soak ended meanwhile: not an answer
+	}
+	op := churnOp{create: create, via: r.id, err: err}
+	switch {
+	case err == nil:
+		op.outcome = acked
+	case !create && status.Code(err) == codes.NotFound:
+		op.outcome = notFound
+	default:
+		op.outcome = uncertain
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[string][]churnOp{}
+	}
+	c.ops[name] = append(c.ops[name], op)
+}
+
+// churnResult sums the calls and what was lost.
+type churnResult struct {
+	Creates, Deletes       int // acknowledged
+	Uncertain              int // failed or timed out
+	Lost                   []string
+	ExpectedAlive, Checked int
+}
+
+// expect says, for each name whose fate is certain, whether it must
+// exist; and lists the deletes that found an acknowledged create gone.
+func (c *churner) expect() (map[string]bool, churnResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := map[string]bool{}
+	var res churnResult
+	for name, ops := range c.ops {
+		certain, alive := true, false
+		for _, op := range ops {
+			switch {
+			case op.outcome == uncertain:
+				res.Uncertain++
+				certain = false
+			case op.create:
+				res.Creates++
+				alive = true
+			case op.outcome == notFound:
+				if certain && alive {
+					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged), then DeleteTarget on %s answered NotFound", name, op.via))
+				}
+				alive = false
+			default:
+				res.Deletes++
+				alive = false
+			}
+		}
+		if certain {
+			want[name] = alive
+			if alive {
+				res.ExpectedAlive++
+			}
+		}
+	}
+	return want, res
+}
