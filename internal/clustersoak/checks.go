@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,7 @@ func (s *soak) checkWatchers(ctx context.Context, rep *Report) {
 		rep.Streams = append(rep.Streams, fmt.Sprintf("%s %d (%d away)", id, w.streams, w.away))
 		w.mu.Unlock()
 
-		counts, chain := readinessFlips(events)
+		counts, chain := readinessFlips(events, s.flipsFrom)
 		for _, p := range chain {
 			rep.violate(InvFlips, fmt.Sprintf("the watcher of %s: %s", id, p))
 		}
@@ -210,7 +211,7 @@ func (s *soak) checkWrites(ctx context.Context, rep *Report) {
 	want, res := s.churn.expect()
 	rep.Creates, rep.Deletes, rep.Uncertain = res.Creates, res.Deletes, res.Uncertain
 	for _, l := range res.Lost {
-		rep.violate(InvWrites, l)
+		rep.violate(InvWrites, l+"; "+s.eventsOf(strings.SplitN(l, ":", 2)[0]))
 	}
 	lost := len(res.Lost)
 	for _, r := range s.replicas {
@@ -239,6 +240,19 @@ func (s *soak) checkWrites(ctx context.Context, rep *Report) {
 		}
 	}
 	rep.WritesLost = lost
+}
+
+// eventsOf describes the events of target name the first watcher
+// delivered.
+func (s *soak) eventsOf(name string) string {
+	events, _ := s.watchers[0].upTo(^uint64(0))
+	var out []string
+	for _, e := range events {
+		if e.name == name {
+			out = append(out, fmt.Sprintf("%s@%d", strings.TrimPrefix(e.kind.String(), "EVENT_KIND_"), e.rev>>10))
+		}
+	}
+	return "its events (etcd revisions): " + strings.Join(out, " ")
 }
 
 // checkProbes reads what the backends saw over the fault phase: the

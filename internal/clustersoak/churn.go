@@ -28,6 +28,8 @@ type churnOp struct {
 	create  bool
 	outcome outcome
 	via     string
+	at      time.Time // when the call was sent
+	took    time.Duration
 	err     error
 }
 
@@ -77,6 +79,7 @@ func (c *churner) step(ctx context.Context) {
 	create := len(c.live) < c.capacity && (len(c.live) == 0 || c.rng.IntN(3) > 0)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	sent := time.Now()
 	var (
 		name string
 		err  error
@@ -95,7 +98,7 @@ func (c *churner) step(ctx context.Context) {
 	if ctx.Err() != nil {
 		err = ctx.Err() // the soak ended meanwhile: not an answer
 	}
-	op := churnOp{create: create, via: r.id, err: err}
+	op := churnOp{create: create, via: r.id, at: sent, took: time.Since(sent), err: err}
 	switch {
 	case err == nil:
 		op.outcome = acked
@@ -129,6 +132,7 @@ func (c *churner) expect() (map[string]bool, churnResult) {
 	var res churnResult
 	for name, ops := range c.ops {
 		certain, alive := true, false
+		var created churnOp
 		for _, op := range ops {
 			switch {
 			case op.outcome == uncertain:
@@ -136,10 +140,11 @@ func (c *churner) expect() (map[string]bool, churnResult) {
 				certain = false
 			case op.create:
 				res.Creates++
-				alive = true
+				alive, created = true, op
 			case op.outcome == notFound:
 				if certain && alive {
-					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged), then DeleteTarget on %s answered NotFound", name, op.via))
+					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged by %s at %s in %v), then DeleteTarget on %s at %s (%v later) answered NotFound",
+						name, created.via, created.at.Format("15:04:05.000"), created.took.Round(time.Millisecond), op.via, op.at.Format("15:04:05.000"), op.at.Sub(created.at).Round(time.Millisecond)))
 				}
 				alive = false
 			default:

@@ -133,10 +133,10 @@ func proberAt(probes []probe, at time.Time) (int, bool) {
 	return probes[i-1].slot, true
 }
 
-// readinessFlips counts a target's readiness transitions between
-// success and failure in events, and says whether each one starts where
-// the one before ended.
-func readinessFlips(events []event) (map[string]int, []string) {
+// readinessFlips counts each target's readiness transitions between
+// success and failure in events after revision after, and says whether
+// each transition starts where the one before ended.
+func readinessFlips(events []event, after uint64) (map[string]int, []string) {
 	counts := map[string]int{}
 	last := map[string]probev1.Result{}
 	var problems []string
@@ -148,7 +148,7 @@ func readinessFlips(events []event) (map[string]int, []string) {
 			problems = append(problems, fmt.Sprintf("%s: a transition %v→%v at revision %d follows one to %v", e.name, e.from, e.to, e.rev, prev))
 		}
 		last[e.name] = e.to
-		if known(e.from) && known(e.to) && e.from != e.to {
+		if e.rev > after && known(e.from) && known(e.to) && e.from != e.to {
 			counts[e.name]++
 		}
 	}
@@ -192,7 +192,7 @@ type flatness struct {
 	sampleSpan int           // samples averaged at each end
 }
 
-var defaultFlatness = flatness{rssFactor: 1.5, rssSlack: 32 << 20, goFactor: 1.3, goSlack: 50, minLife: 40 * time.Second, warmup: 10 * time.Second, sampleSpan: 3}
+var defaultFlatness = flatness{rssFactor: 1.5, rssSlack: 32 << 20, goFactor: 1.3, goSlack: 50, minLife: 30 * time.Second, warmup: 10 * time.Second, sampleSpan: 3}
 
 // judge compares the first samples after the warm-up with the last
 // ones; ok is false when the process did not live long enough.

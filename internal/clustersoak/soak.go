@@ -29,6 +29,7 @@ import (
 
 	"github.com/probed/probed/client"
 	probev1 "github.com/probed/probed/proto/probe/v1"
+	storeetcd "github.com/probed/probed/store/etcd"
 )
 
 // Config is one soak.
@@ -125,6 +126,9 @@ type soak struct {
 	starts  map[string]time.Time
 
 	leaderPauseLosses float64
+	// flipsFrom is the revision before the first flip: every target was
+	// ready (its first transition) by then.
+	flipsFrom uint64
 }
 
 // Run runs the soak. It fails (an error) when the cluster cannot be set
@@ -374,6 +378,13 @@ func (s *soak) createFleet(ctx context.Context) error {
 		}
 		if err == nil && n == s.cfg.Targets {
 			s.cfg.Logf("soak: %d targets created and ready", n)
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp, err := s.cli.Get(cctx, "/probed/meta")
+			if err != nil {
+				return err
+			}
+			s.flipsFrom = storeetcd.Position(resp.Header.Revision)
 			return nil
 		}
 		if time.Now().After(deadline) {
