@@ -210,8 +210,8 @@ func etcdHistory(ctx context.Context, cli *clientv3.Client, key string, upTo int
 func (s *soak) checkWrites(ctx context.Context, rep *Report) {
 	want, res := s.churn.expect()
 	rep.Creates, rep.Deletes, rep.Uncertain = res.Creates, res.Deletes, res.Uncertain
-	for _, l := range res.Lost {
-		rep.violate(InvWrites, l+"; "+s.eventsOf(strings.SplitN(l, ":", 2)[0]))
+	for i, l := range res.Lost {
+		rep.violate(InvWrites, l+"; the fault before: "+s.faultBefore(res.LostAt[i])+"; "+s.eventsOf(strings.SplitN(l, ":", 2)[0]))
 	}
 	lost := len(res.Lost)
 	for _, r := range s.replicas {

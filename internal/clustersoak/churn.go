@@ -120,6 +120,7 @@ type churnResult struct {
 	Creates, Deletes       int // acknowledged
 	Uncertain              int // failed or timed out
 	Lost                   []string
+	LostAt                 []time.Time // when each lost write's evidence came
 	ExpectedAlive, Checked int
 }
 
@@ -145,6 +146,7 @@ func (c *churner) expect() (map[string]bool, churnResult) {
 				if certain && alive {
 					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged by %s at %s in %v), then DeleteTarget on %s at %s (%v later) answered NotFound",
 						name, created.via, created.at.Format("15:04:05.000"), created.took.Round(time.Millisecond), op.via, op.at.Format("15:04:05.000"), op.at.Sub(created.at).Round(time.Millisecond)))
+					res.LostAt = append(res.LostAt, op.at)
 				}
 				alive = false
 			default:
