@@ -28,6 +28,7 @@ type churnOp struct {
 	create  bool
 	outcome outcome
 	via     string
+	stored  string    // for a NotFound: what etcd held right after
 	at      time.Time // when the call was sent
 	took    time.Duration
 	err     error
@@ -40,6 +41,9 @@ type churner struct {
 	replicas func() []*replica
 	spec     func(name string) *probev1.Target
 	capacity int // churn targets alive at most
+	// stored says whether etcd holds the target's spec now (a
+	// linearizable read): asked when a delete answers NotFound.
+	stored func(ctx context.Context, name string) string
 
 	mu   sync.Mutex // guards ops
 	ops  map[string][]churnOp
@@ -104,6 +108,9 @@ func (c *churner) step(ctx context.Context) {
 		op.outcome = acked
 	case !create && status.Code(err) == codes.NotFound:
 		op.outcome = notFound
+		if c.stored != nil {
+			op.stored = c.stored(ctx, name)
+		}
 	default:
 		op.outcome = uncertain
 	}
@@ -144,8 +151,8 @@ func (c *churner) expect() (map[string]bool, churnResult) {
 				alive, created = true, op
 			case op.outcome == notFound:
 				if certain && alive {
-					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged by %s at %s in %v), then DeleteTarget on %s at %s (%v later) answered NotFound",
-						name, created.via, created.at.Format("15:04:05.000"), created.took.Round(time.Millisecond), op.via, op.at.Format("15:04:05.000"), op.at.Sub(created.at).Round(time.Millisecond)))
+					res.Lost = append(res.Lost, fmt.Sprintf("%s: created (acknowledged by %s at %s in %v), then DeleteTarget on %s at %s (%v later) answered NotFound (etcd right after: %s)",
+						name, created.via, created.at.Format("15:04:05.000"), created.took.Round(time.Millisecond), op.via, op.at.Format("15:04:05.000"), op.at.Sub(created.at).Round(time.Millisecond), op.stored))
 					res.LostAt = append(res.LostAt, op.at)
 				}
 				alive = false

@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var load sync.WaitGroup
 	load.Go(func() { s.flip(loadCtx) })
-	s.churn = &churner{rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4)), replicas: s.cluster, spec: s.churnSpec, capacity: cfg.Churn}
+	s.churn = &churner{rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4)), replicas: s.cluster, spec: s.churnSpec, capacity: cfg.Churn, stored: s.stored}
 	load.Go(func() { s.churn.run(loadCtx, 100*time.Millisecond) })
 	phaseStart := time.Now()
 	err := s.faultPhase(ctx)
@@ -190,6 +190,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.LeaderPauseLeaseLosses = int(s.leaderPauseLosses)
 	rep.Took = time.Since(began)
 	return rep, nil
+}
+
+// stored describes what etcd holds of target name's spec now.
+func (s *soak) stored(ctx context.Context, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, "/probed/specs/"+name)
+	switch {
+	case err != nil:
+		return err.Error()
+	case len(resp.Kvs) == 0:
+		return fmt.Sprintf("no spec at etcd revision %d", resp.Header.Revision)
+	default:
+		return fmt.Sprintf("its spec, created at etcd revision %d, at etcd revision %d", resp.Kvs[0].CreateRevision, resp.Header.Revision)
+	}
 }
 
 // cluster is the replicas.
