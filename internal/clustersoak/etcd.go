@@ -61,7 +61,8 @@ func RunMemberIfAsked() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	<-e.Err()
+	err = <-e.Err()
+	fmt.Fprintln(os.Stderr, "etcd member:", err)
 	os.Exit(1)
 }
 
