@@ -412,7 +412,10 @@ func (s *soak) createFleet(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d targets ready a minute after their creation: %w", n, s.cfg.Targets, err)
+			if err != nil {
+				return fmt.Errorf("%d of %d targets ready a minute after their creation: %w", n, s.cfg.Targets, err)
+			}
+			return fmt.Errorf("%d of %d targets ready a minute after their creation", n, s.cfg.Targets)
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
