@@ -2,6 +2,7 @@ package clustersoak_test
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,13 +59,31 @@ func TestClusterSoak(t *testing.T) {
 	cfg.Probed = bin
 	rep, err := clustersoak.Run(t.Context(), cfg)
 	if err != nil {
-		t.Fatalf("seed %d: %v (replica logs in %s)", cfg.Seed, err, cfg.Dir)
+		logTails(t, cfg.Dir)
+		t.Fatalf("seed %d: %v", cfg.Seed, err)
 	}
 	var out strings.Builder
 	rep.Write(&out)
 	t.Log("\n" + out.String())
 	for name, vs := range rep.Violations {
 		t.Errorf("invariant %q violated %d times (seed %d), first: %s", name, len(vs), cfg.Seed, vs[0])
+	}
+	if t.Failed() {
+		logTails(t, cfg.Dir)
+	}
+}
+
+// logTails logs the end of each replica's log (the directory is removed
+// with the test).
+func logTails(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "r*.log"))
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("%s, last lines:\n%s", filepath.Base(path), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }
 
