@@ -23,6 +23,9 @@ const (
 	InvStray     = "probe-identity" // every probe names the replica that sent it
 )
 
+// invariants are every invariant, in the order the report prints them.
+var invariants = []string{InvFailover, InvDouble, InvWatch, InvFlips, InvReadiness, InvWrites, InvUsage, InvForeign, InvStray}
+
 // gap is the longest time a target went without a probe in a window.
 type gap struct {
 	length     time.Duration

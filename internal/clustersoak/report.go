@@ -53,6 +53,15 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  writes: %d creates and %d deletes acknowledged, %d uncertain (failed or timed out); lost: %d\n", r.Creates, r.Deletes, r.Uncertain, r.WritesLost)
 	fmt.Fprintf(w, "  usage: %s\n", strings.Join(r.Usage, "; "))
 	fmt.Fprintf(w, "  foreign watcher: %d puts acknowledged, %d delivered; leases lost in etcd leader pauses: %d\n", r.ForeignWritten, r.ForeignSeen, r.LeaderPauseLeaseLosses)
+	var states []string
+	for _, n := range invariants {
+		state := "held"
+		if len(r.Violations[n]) > 0 {
+			state = fmt.Sprintf("VIOLATED ×%d", len(r.Violations[n]))
+		}
+		states = append(states, n+" "+state)
+	}
+	fmt.Fprintf(w, "  invariants: %s\n", strings.Join(states, ", "))
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "  every invariant held")
 		return
