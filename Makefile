@@ -13,7 +13,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster fuzz check clean tools kube-bins test-kube bench-kube image
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster soak fuzz check clean tools kube-bins test-kube bench-kube image
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -74,9 +74,17 @@ test: kube-bins ## Run every test with the race detector, the kube module's on a
 
 # Without the race detector: the test process hosts etcd, which it slows
 # several times (the replicas under test are built without it anyway).
-test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost or paused, etcd restored from a backup (~1.5 min on a quiet machine, 2–3 min under load).
+test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost or paused, etcd restored from a backup, the chaos soak's short form (~2.5 min on a quiet machine, 3–4 min under load).
 	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestCluster(StopReplica|Join|EtcdLeaderLost|PausedReplicaProbesNothing|EtcdRestored)$$' ./cmd/probed
 	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 5m -run '^TestLeaderPauseKeepsLease$$' ./cluster
+	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestClusterSoak$$' ./internal/clustersoak
+
+# The chaos soak of cluster mode at its full length (internal/clustersoak,
+# docs/cluster.md "What the soak checks"); PROBED_SOAK_SEED=<seed> replays
+# the schedule of a run (each run prints its seed).
+SOAK ?= 10m
+soak: ## The cluster chaos soak at full length: 3 etcd members, 5 replicas, 400 flipping targets, rounds of faults for $(SOAK) (SOAK=5m shortens it), figures printed.
+	PROBED_SOAK=$(SOAK) $(GO) test -count=1 -timeout 90m -v -run '^TestClusterSoak$$' ./internal/clustersoak
 
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # fail a target with "context deadline exceeded" at the deadline, having

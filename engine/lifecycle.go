@@ -227,18 +227,37 @@ func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 	}
 	en, err := e.lookup(name)
 	if err != nil {
-		return nil, err
+		return nil, e.vouchAbsence(err)
 	}
 	en.mu.Lock()
 	switch {
 	case en.removed:
 		en.mu.Unlock()
-		return nil, notFound(name)
+		return nil, e.vouchAbsence(notFound(name))
 	case !en.owned:
 		en.mu.Unlock()
 		return nil, &NotOwnedError{Name: name}
 	}
 	return en, nil
+}
+
+// vouchAbsence returns err, a NotFound of a call that changes a target,
+// unless the view cannot be vouched for: suspended (Suspend), or its
+// lease past its local deadline (Options.MayProbe false; cluster mode).
+// A replica woken from a pause (SIGSTOP, a long GC) answers before its
+// lease watchdog has suspended it, from a view that misses what the
+// others wrote meanwhile: a NotFound then tells the client that a
+// target another replica created is gone, and a Delete so answered
+// leaves it in place (issue 22, found by the chaos soak). Such a call
+// fails with ErrSuspended instead, and another replica can answer.
+func (e *Engine) vouchAbsence(err error) error {
+	if stale := e.feed.vouched(); stale != nil {
+		return stale
+	}
+	if may := e.opts.MayProbe; may != nil && !may() {
+		return fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote: %w; another replica can answer", ErrSuspended, err)
+	}
+	return err
 }
 
 // acquireWritable is acquire for a call that changes the target: refused

@@ -1,0 +1,338 @@
+package clustersoak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	probev1 "github.com/probed/probed/proto/probe/v1"
+)
+
+// BuildProbed builds probed (the package at pkg, e.g.
+// "github.com/probed/probed/cmd/probed") into dir, stamped with a version
+// that names slot 0; Run copies it once per replica slot with the slot's
+// version in place (same length), so each replica's probes say in their
+// User-Agent which replica sent them.
+func BuildProbed(ctx context.Context, pkg, dir string) (string, error) {
+	bin := filepath.Join(dir, "probed")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+replicaVersion(0), "-o", bin, pkg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// slotBinary writes a copy of base whose stamped version names slot.
+func slotBinary(base, dir string, slot int) (string, error) {
+	b, err := os.ReadFile(base)
+	if err != nil {
+		return "", err
+	}
+	from, to := []byte(replicaVersion(0)), []byte(replicaVersion(slot))
+	if bytes.Count(b, from) == 0 {
+		return "", fmt.Errorf("%s: no %q in the binary: was it built by BuildProbed?", base, from)
+	}
+	bin := filepath.Join(dir, fmt.Sprintf("probed-%02d", slot))
+	return bin, os.WriteFile(bin, bytes.ReplaceAll(b, from, to), 0o755)
+}
+
+// replica is one probed process (a slot: r1…r6) of the soak.
+type replica struct {
+	slot    int
+	id      string
+	bin     string
+	args    []string
+	addr    string
+	metrics string
+	logPath string
+
+	mu       sync.Mutex // guards the fields below
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	paused   bool
+	conn     *grpc.ClientConn
+	started  time.Time
+	restarts int
+}
+
+// replicaState is what the harness knows of a replica.
+type replicaState int
+
+const (
+	down replicaState = iota
+	running
+	paused
+)
+
+func (r *replica) state() replicaState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.cmd == nil:
+		return down
+	case r.paused:
+		return paused
+	default:
+		return running
+	}
+}
+
+// start starts the process and waits until it answers a call.
+func (r *replica) start(ctx context.Context) error {
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(r.bin, r.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("%s: %w", r.id, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(exited)
+	}()
+	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		return err
+	}
+	r.mu.Lock()
+	if r.cmd != nil || !r.started.IsZero() {
+		r.restarts++
+	}
+	r.cmd, r.exited, r.conn, r.paused, r.started = cmd, exited, conn, false, time.Now()
+	r.mu.Unlock()
+	svc := probev1.NewProbeServiceClient(conn)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := svc.ListTargets(cctx, &probev1.ListTargetsRequest{PageSize: 1})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			r.forget()
+			return fmt.Errorf("%s exited at start; its log: %s", r.id, r.logPath)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer within 2m: %w", r.id, err)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// forget drops the process (it exited).
+func (r *replica) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn != nil {
+		_ = r.conn.Close()
+	}
+	r.cmd, r.conn, r.paused = nil, nil, false
+}
+
+// kill ends the process with SIGKILL and waits until it has exited.
+func (r *replica) kill() {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	<-exited
+	r.forget()
+}
+
+// terminate ends the process with SIGTERM (a graceful leave), killing it
+// after limit.
+func (r *replica) terminate(limit time.Duration) error {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	defer r.forget()
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("%s did not stop within %v of SIGTERM", r.id, limit)
+	}
+}
+
+// pause stops (SIGSTOP) or continues (SIGCONT) the process.
+func (r *replica) pause(stop bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return fmt.Errorf("%s is not running", r.id)
+	}
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	r.paused = stop
+	return r.cmd.Process.Signal(sig)
+}
+
+// client is a client of the replica, nil when it does not run.
+func (r *replica) client() probev1.ProbeServiceClient {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return nil
+	}
+	return probev1.NewProbeServiceClient(r.conn)
+}
+
+func (r *replica) pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
+// usage is a replica's resident set and goroutines.
+type usage struct {
+	at         time.Time
+	rss        int64 // bytes
+	goroutines int
+}
+
+// sample reads the replica's RSS (/proc) and goroutines (its metrics).
+func (r *replica) sample(ctx context.Context) (usage, error) {
+	pid := r.pid()
+	if pid == 0 {
+		return usage{}, errors.New("not running")
+	}
+	rss, err := procRSS(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	g, err := r.metric(ctx, "go_goroutines")
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{at: time.Now(), rss: rss, goroutines: int(g)}, nil
+}
+
+// metric reads a metric without labels (or the sum of a metric's
+// labelled series) from the replica's Prometheus endpoint.
+func (r *replica) metric(ctx context.Context, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return metricValue(resp.Body, name)
+}
+
+// metricValue sums the samples of name in a Prometheus text exposition.
+func metricValue(body io.Reader, name string) (float64, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var sum float64
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	return sum, sc.Err()
+}
+
+// procRSS is the resident set of pid, from /proc/<pid>/status.
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// freeAddr returns a loopback address nobody listens on, below Linux's
+// ephemeral range so that no outgoing connection takes it meanwhile.
+func freeAddr() (string, error) {
+	var err error
+	for range 100 {
+		var lis net.Listener
+		lis, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+randomPort()))
+		if err == nil {
+			addr := lis.Addr().String()
+			return addr, lis.Close()
+		}
+	}
+	return "", fmt.Errorf("no free port from 20000 to 31999: %w", err)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
