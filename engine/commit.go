@@ -27,7 +27,7 @@ type committer struct {
 	feed     *feed
 	clock    clockwork.Clock
 	limits   BatchLimiter                                // nil: no limit
-	onCommit func(changes []*Change, took time.Duration) // once published
+	onCommit func(changes []*Change, took time.Duration) // once durable, before published
 	onLost   func(names []string)                        // called with no lock held
 	// onStore, when set, is told (with no lock held) when the store
 	// stops writing for now (an error wrapping ErrUnavailable) and when
@@ -368,11 +368,10 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 	c.stats.Changes += uint64(len(changes))
 	c.committed = max(c.committed, last)
 	c.mu.Unlock()
-	done := func() {
-		c.onCommit(changes, took)
-		notify(batch, nil)
-	}
-	c.feed.whenReached(last, done)
+	// Observed once durable, before anyone can see the changes: a client
+	// that saw an event finds it counted in the metrics.
+	c.onCommit(changes, took)
+	c.feed.whenReached(last, func() { notify(batch, nil) })
 	return false, nil
 }
 

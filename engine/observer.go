@@ -18,7 +18,9 @@ type Observer interface {
 	// ProbeDone is called after every check with the context ProbeStarted
 	// returned.
 	ProbeDone(ctx context.Context, target string, typ probe.Type, out probe.Outcome)
-	// Published is called for every event once it is durable and visible.
+	// Published is called for every event this engine wrote, once it is
+	// durable and before it is visible (so a client that saw the event
+	// finds it counted).
 	Published(ev *Event)
 	// Ready is called when a target becomes ready for the first time since
 	// its creation or reset, with the time that took (the cold-start
