@@ -115,11 +115,11 @@ func commandsOf(line string, loops map[string][]string) [][]string {
 			if trimmed := strings.TrimRight(w, ");"); trimmed != w {
 				w, end = trimmed, true
 			}
-			if values, ok := loops[strings.TrimPrefix(w, "$")]; ok && strings.HasPrefix(w, "$") {
+			if name, values, ok := loopVariable(w, loops); ok {
 				var expanded [][]string
 				for _, c := range cmds {
 					for _, v := range values {
-						expanded = append(expanded, append(slices.Clone(c), strings.Fields(v)...))
+						expanded = append(expanded, append(slices.Clone(c), strings.Fields(strings.ReplaceAll(w, "$"+name, v))...))
 					}
 				}
 				cmds = expanded
@@ -135,6 +135,17 @@ func commandsOf(line string, loops map[string][]string) [][]string {
 		out = append(out, cmds...)
 	}
 	return out
+}
+
+// loopVariable returns the loop variable w refers to ($NAME, whole or in
+// part, as in --tick=$t) and the loop's values.
+func loopVariable(w string, loops map[string][]string) (name string, values []string, ok bool) {
+	for name, values := range loops {
+		if strings.Contains(w, "$"+name) {
+			return name, values, true
+		}
+	}
+	return "", nil, false
 }
 
 // isCommand reports whether name is a probed-bench command.
@@ -328,6 +339,12 @@ func runTiny(t *testing.T, d documented, args, files []string) {
 		if strings.HasSuffix(f, ".svg") {
 			if b, err := os.ReadFile(f); err != nil || !bytes.Contains(b, []byte("<svg")) {
 				t.Errorf("%v: %s: %v, not an SVG", d, f, err)
+			}
+			continue
+		}
+		if !strings.HasSuffix(f, ".pb.gz") { // a CPU profile
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+				t.Errorf("%v: no CPU profile %s (%v)", d, f, err)
 			}
 			continue
 		}
