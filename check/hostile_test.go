@@ -10,6 +10,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 )
@@ -24,13 +25,7 @@ import (
 // effect; it asserts nothing about speed.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, what, 5*time.Second, cond)
 }
 
 // TestHandshakeThatNeverEndsIsBounded: a target that accepts TCP

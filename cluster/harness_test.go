@@ -19,6 +19,7 @@ import (
 
 	"github.com/probed/probed/cluster"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 )
 
 // env is a cluster of replicas on real etcd servers in the test process.
@@ -385,17 +386,7 @@ func (e *env) shardOfKey(key string) (int, bool) {
 // a minute (real time: etcd and the replicas' goroutines run meanwhile).
 func waitFor(t *testing.T, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.UntilMet(t, what, time.Minute, cond)
 }
 
 // noClusterGoroutines fails the test if a goroutine of the package

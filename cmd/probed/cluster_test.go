@@ -21,6 +21,7 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/store/codec"
 	storeetcd "github.com/probed/probed/store/etcd"
@@ -918,17 +919,7 @@ func sumMetric(text, name string) float64 {
 // condition only observable from outside a process.
 func pollUntil(t *testing.T, what string, limit time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %s", what, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.UntilMet(t, what, limit, cond)
 }
 
 // transitions is the number of readiness transitions of the flipping

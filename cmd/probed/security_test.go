@@ -28,6 +28,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/testpki"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -421,13 +422,7 @@ func serverCN(t *testing.T, addr string, p *pki) string {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, what, 10*time.Second, cond)
 }
 
 func TestCredentialsReloadWithoutRestart(t *testing.T) {

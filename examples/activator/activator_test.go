@@ -19,6 +19,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/examples/activator/pod"
 	"github.com/probed/probed/examples/activator/proxy"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 )
@@ -194,13 +195,7 @@ func (s *switchable) addr() string { return s.srv.Listener.Addr().String() }
 // eventually fails the test unless cond holds within 10s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, what, 10*time.Second, cond)
 }
 
 func TestRouting(t *testing.T) {

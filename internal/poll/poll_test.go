@@ -1,0 +1,81 @@
+package poll_test
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/probed/probed/internal/poll"
+)
+
+// recorder is a testing.TB whose Fatalf records the failure and ends the
+// calling goroutine, as testing's does.
+type recorder struct {
+	testing.TB
+	failed atomic.Pointer[string]
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.failed.Store(&msg)
+	runtime.Goexit()
+}
+
+func run(f func(tb testing.TB)) *string {
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r.failed.Load()
+}
+
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		wait     func(tb testing.TB)
+		wantFail string // "" when it must hold
+	}{
+		{"true at once", func(tb testing.TB) { poll.Until(tb, "x", time.Second, func() bool { return true }) }, ""},
+		{"true after some polls", func(tb testing.TB) {
+			var n atomic.Int32
+			poll.Until(tb, "x", 10*time.Second, func() bool { return n.Add(1) == 3 })
+		}, ""},
+		{"never true", func(tb testing.TB) {
+			poll.Until(tb, "the thing", 30*time.Millisecond, func() bool { return false })
+		}, "waiting for the thing (30ms): not yet"},
+		{"met after some polls", func(tb testing.TB) {
+			var n atomic.Int32
+			poll.UntilMet(tb, "x", 10*time.Second, func() string {
+				if n.Add(1) < 3 {
+					return "missing"
+				}
+				return ""
+			})
+		}, ""},
+		{"never met says the last word", func(tb testing.TB) {
+			poll.UntilMet(tb, "3 replicas", 30*time.Millisecond, func() string { return "2 of 3" })
+		}, "waiting for 3 replicas (30ms): 2 of 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := run(tt.wait)
+			switch {
+			case tt.wantFail == "" && got != nil:
+				t.Errorf("failed with %q; want it to hold", *got)
+			case tt.wantFail != "" && got == nil:
+				t.Errorf("held; want the failure %q", tt.wantFail)
+			case tt.wantFail != "" && *got != tt.wantFail:
+				t.Errorf("failed with %q; want %q", *got, tt.wantFail)
+			}
+		})
+	}
+}
