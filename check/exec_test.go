@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/poll"
 )
 
 func TestExec(t *testing.T) {
@@ -118,21 +120,17 @@ func waitGone(t *testing.T, pid int) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	poll.UntilMet(t, "child "+strconv.Itoa(pid)+" gone", 2*time.Second, func() string {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
-			return // gone (and reaped)
+			return "" // gone (and reaped)
 		}
 		// pid (comm) state ...
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
 		if i < 0 || !strings.Contains(s[:i], "(sleep") || strings.HasPrefix(s[i+1:], " Z") || strings.HasPrefix(s[i+1:], " X") {
-			return // a zombie, or the pid was reused by another program
+			return "" // a zombie, or the pid was reused by another program
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d still running after the check: %s", pid, s)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("child %d still running after the check: %s", pid, s)
+	})
 }

@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/procs"
 )
 
@@ -41,18 +43,14 @@ func TestReaperReapsWhatExecProbesLeave(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilMet(t, "no zombie children", 10*time.Second, func() string {
 		n, err := procs.Zombies(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d zombie children 10s after the checks, want 0", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d zombie children 10s after the checks, want 0", n)
+	})
 }
