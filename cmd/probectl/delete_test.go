@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -60,17 +62,13 @@ func TestDeleteGracePeriod(t *testing.T) {
 	if r := probectl(ctx, s.Addr, "", "delete", "--grace-period", "0", "stuck"); r.code != 0 {
 		t.Fatalf("delete --grace-period 0: code %d, stderr %q", r.code, r.err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilMet(t, "the target deleted", 10*time.Second, func() string {
 		_, err := c.Get(ctx, "stuck")
 		if errors.Is(err, client.ErrNotFound) {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the target is still there 10s after delete --grace-period 0: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("the target is still there 10s after delete --grace-period 0: %v", err)
+	})
 }
 
 // TestDeleteSeveral: delete takes several names, -l, -f and --all, deletes
