@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -52,21 +54,19 @@ func fast(timeoutMs int32) *probev1.Probe {
 // waitFor polls GetTarget until cond holds (or 10s pass).
 func waitFor(t *testing.T, c probev1.ProbeServiceClient, name string, cond func(*probev1.Target) bool) *probev1.Target {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	var last *probev1.Target
-	for time.Now().Before(deadline) {
+	poll.UntilMet(t, "target "+name+" in the expected state", 10*time.Second, func() string {
 		resp, err := c.GetTarget(context.Background(), &probev1.GetTargetRequest{Name: name})
 		if err != nil {
 			t.Fatalf("GetTarget(%s): %v", name, err)
 		}
 		last = resp.GetTarget()
 		if cond(last) {
-			return last
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("target %s never reached the expected state; last status %v", name, last.GetStatus())
-	return nil
+		return fmt.Sprintf("target %s never reached the expected state; last status %v", name, last.GetStatus())
+	})
+	return last
 }
 
 // TestEveryCheckerOverTheAPI registers targets of every handler against
