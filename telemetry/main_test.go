@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/server"
@@ -74,19 +76,16 @@ func tcpProbe(b *probedtest.Backend) *probev1.Probe {
 // waitFor polls GetTarget until cond holds, failing after 10 s.
 func waitFor(t *testing.T, c probev1.ProbeServiceClient, name string, cond func(*probev1.Target) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last *probev1.Target
-	for time.Now().Before(deadline) {
+	poll.UntilMet(t, "target "+name+" in the expected state", 10*time.Second, func() string {
 		resp, err := c.GetTarget(t.Context(), &probev1.GetTargetRequest{Name: name})
 		if err != nil {
 			t.Fatalf("GetTarget(%s): %v", name, err)
 		}
-		if last = resp.GetTarget(); cond(last) {
-			return
+		if last := resp.GetTarget(); !cond(last) {
+			return fmt.Sprintf("target %s never reached the expected state; last status %v", name, last.GetStatus())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("target %s never reached the expected state; last status %v", name, last.GetStatus())
+		return ""
+	})
 }
 
 // scrape GETs url and parses the Prometheus text it answers.
