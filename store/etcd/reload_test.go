@@ -3,11 +3,13 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/tcpproxy"
 	"github.com/probed/probed/store/etcd"
 	"github.com/probed/probed/store/storetest"
@@ -57,18 +59,18 @@ func TestEngineReloadsAfterCompaction(t *testing.T) {
 	}
 	proxy.Resume()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilMet(t, "the view reloaded in place", 30*time.Second, func() string {
 		_, errAdded := cut.eng.Get(ctx, "added")
 		_, errDropped := cut.eng.Get(ctx, "dropped")
 		if errAdded == nil && errors.Is(errDropped, engine.ErrNotFound) {
-			break
+			return ""
 		}
-		if errors.Is(errAdded, engine.ErrClosed) || time.Now().After(deadline) {
-			t.Fatalf("after the compaction: Get(added) = %v, Get(dropped) = %v; want the view reloaded in place", errAdded, errDropped)
+		msg := fmt.Sprintf("after the compaction: Get(added) = %v, Get(dropped) = %v; want the view reloaded in place", errAdded, errDropped)
+		if errors.Is(errAdded, engine.ErrClosed) {
+			t.Fatal(msg)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return msg
+	})
 	if got, err := cut.eng.Get(ctx, "kept"); err != nil || got.Status.Revision != tr.Event.Revision {
 		t.Errorf("Get(kept) after the reload = %+v, %v; want its transition written during the cut", got, err)
 	}

@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/tcpproxy"
 	"github.com/probed/probed/store/etcd"
 )
@@ -76,13 +78,12 @@ func TestEngineStalledWhenCutOff(t *testing.T) {
 		t.Fatal("the create did not end 30s after the path came back")
 	}
 	known = etcd.Position(currentRevision(t, direct))
-	deadline := time.Now().Add(20 * time.Second)
-	for cut.eng.Revision() < known {
-		if time.Now().After(deadline) {
-			t.Fatalf("the view did not catch up: at %d, etcd at %d", cut.eng.Revision(), known)
+	poll.UntilMet(t, "the view caught up", 20*time.Second, func() string {
+		if cut.eng.Revision() >= known {
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("the view did not catch up: at %d, etcd at %d", cut.eng.Revision(), known)
+	})
 	cut.clock.Advance(bound)
 	if err := stalled(known); err != nil {
 		t.Errorf("Stalled once the path is back and the work done = %v", err)
