@@ -17,6 +17,7 @@ import (
 
 	"github.com/probed/probed/cluster"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -93,8 +94,8 @@ func startMemberProcesses(t *testing.T, n int) ([]*os.Process, []string) {
 // leaderOf returns the index of the endpoint whose member leads.
 func leaderOf(t *testing.T, endpoints []string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	poll.Until(t, "an etcd leader", 30*time.Second, func() bool {
 		for i, ep := range endpoints {
 			cli := etcdtest.ClientOf(t, ep)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -102,13 +103,13 @@ func leaderOf(t *testing.T, endpoints []string) int {
 			cancel()
 			_ = cli.Close()
 			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
-				return i
+				leader = i
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("no etcd leader within 30s")
-	return -1
+		return false
+	})
+	return leader
 }
 
 // TestLeaderPauseKeepsLease (issue 22, item 8): the leader of a 3-member
