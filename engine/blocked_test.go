@@ -1,10 +1,13 @@
 package engine_test
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/probed/probed/internal/poll"
 )
 
 // waitBlocked waits until n goroutines are blocked on a channel (state
@@ -14,7 +17,7 @@ import (
 func waitBlocked(t *testing.T, fn string, n int) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.UntilMet(t, "goroutines blocked in "+fn, 10*time.Second, func() string {
 		blocked := 0
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			head, _, _ := strings.Cut(g, "\n")
@@ -23,11 +26,8 @@ func waitBlocked(t *testing.T, fn string, n int) {
 			}
 		}
 		if blocked >= n {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines blocked in %s after 10s, want %d", blocked, fn, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Sprintf("%d goroutines blocked in %s after 10s, want %d", blocked, fn, n)
+	})
 }

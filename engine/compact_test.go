@@ -10,6 +10,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 )
 
 // compactionMin is how many events must have left the in-memory history
@@ -50,14 +51,14 @@ func storedRevisions(t *testing.T, s engine.Store) (*engine.Stored, []uint64) {
 func waitStored(t *testing.T, s engine.Store, want []uint64) *engine.Stored {
 	t.Helper()
 	var st *engine.Stored
-	var got []uint64
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	poll.UntilMet(t, "the stored events", 10*time.Second, func() string {
+		var got []uint64
 		if st, got = storedRevisions(t, s); slices.Equal(got, want) {
-			return st
+			return ""
 		}
-	}
-	t.Fatalf("stored events %d..%d (%d), want %d..%d (%d)", first(got), last(got), len(got), first(want), last(want), len(want))
-	return nil
+		return fmt.Sprintf("stored events %d..%d (%d), want %d..%d (%d)", first(got), last(got), len(got), first(want), last(want), len(want))
+	})
+	return st
 }
 
 func first(revs []uint64) uint64 {

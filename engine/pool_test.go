@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/probed/probed/internal/poll"
 )
 
 func TestPoolReusesWorkersAndCloses(t *testing.T) {
@@ -64,12 +67,12 @@ func TestPoolSizedByDemand(t *testing.T) {
 	started.Wait()
 	waitIdle := func(want int32) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); p.idle.Load() != want; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d workers idle, want %d", p.idle.Load(), want)
+		poll.UntilMet(t, "idle workers", 10*time.Second, func() string {
+			if got := p.idle.Load(); got != want {
+				return fmt.Sprintf("%d workers idle, want %d", got, want)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return ""
+		})
 	}
 	p.resize(10) // the burst in flight
 	close(release)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 )
 
 // raiseFileLimit lifts the soft limit on open files to the hard one and
@@ -83,13 +84,13 @@ func TestHangingTargetsDoNotDelayHealthyOnes(t *testing.T) {
 	// moving, however long that takes in real time.
 	waitTotal := func(want uint64) {
 		t.Helper()
-		for deadline := time.Now().Add(2 * time.Minute); total() < want; {
-			if time.Now().After(deadline) {
-				t.Fatalf("healthy probe %d did not run at %v while the clock stood still (%d probes in flight)",
-					want, h.clock.Now().Sub(t0), h.eng.Stats().Inflight)
+		poll.UntilMet(t, "the healthy probe's run", 2*time.Minute, func() string {
+			if total() >= want {
+				return ""
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return fmt.Sprintf("healthy probe %d did not run at %v while the clock stood still (%d probes in flight)",
+				want, h.clock.Now().Sub(t0), h.eng.Stats().Inflight)
+		})
 	}
 	waitTotal(1) // its first run, at creation
 	maxInflight := int64(0)
@@ -116,10 +117,10 @@ func TestHangingTargetsDoNotDelayHealthyOnes(t *testing.T) {
 	// their next retransmission with a reset.
 	hang.Close()
 	// The engine keeps up to 256 idle probe workers.
-	for deadline := time.Now().Add(60 * time.Second); runtime.NumGoroutine() > baseline+256+100; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines still running a minute after the hanging targets were removed (baseline %d)", runtime.NumGoroutine(), baseline)
+	poll.UntilMet(t, "the hanging targets' goroutines to end", 60*time.Second, func() string {
+		if n := runtime.NumGoroutine(); n > baseline+256+100 {
+			return fmt.Sprintf("%d goroutines still running a minute after the hanging targets were removed (baseline %d)", n, baseline)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 )
 
 // stubStore is a Store for internal tests (store/memory imports this
@@ -70,12 +71,7 @@ func (passingChecker) Close() {}
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within 10s", what)
+	poll.Until(t, what, 10*time.Second, cond)
 }
 
 // TestRunStartedAfterDeleteIsDropped: a run of a probe that starts after
