@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/internal/tcpproxy"
@@ -78,11 +80,12 @@ func TestClusterPartitionedReplica(t *testing.T) {
 		}
 		return resp.Status
 	}
-	for deadline := time.Now().Add(20 * time.Second); get() != nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("r1 does not see web after 20s: %v", get())
+	poll.UntilMet(t, "r1 to see web", 20*time.Second, func() string {
+		if err := get(); err != nil {
+			return fmt.Sprintf("r1 does not see web after 20s: %v", err)
 		}
-	}
+		return ""
+	})
 	if st := serving(); st != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("before the partition r1's health is %v", st)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/internal/refused"
 )
@@ -90,17 +91,13 @@ func testEtcdRestored(t *testing.T, bin, ttl, wantLog string) {
 	}
 	waitNames := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		poll.UntilMet(t, "targets "+want, 30*time.Second, func() string {
 			got, err := names()
 			if err == nil && got == want {
-				return
+				return ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("targets %q (%v), want %q\n%s", got, err, want, p.stderr.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Sprintf("targets %q (%v), want %q\n%s", got, err, want, p.stderr.String())
+		})
 	}
 
 	create("before")
@@ -108,15 +105,13 @@ func testEtcdRestored(t *testing.T, bin, ttl, wantLog string) {
 	// The backup holds the shard claims (and, with a long lease, the
 	// replica's lease).
 	cli := etcd.Client(t)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	poll.UntilMet(t, "the replica to own every shard", 30*time.Second, func() string {
 		resp, err := cli.Get(ctx, "/probed/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && resp.Count == clusterShards {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica does not own every shard after 30s: %v, %v", resp, err)
-		}
-	}
+		return fmt.Sprintf("the replica does not own every shard after 30s: %v, %v", resp, err)
+	})
 	etcd.Stop(0)
 	backup := etcd.Backup(t, 0)
 	etcd.Restart(t, 0)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	probedtel "github.com/probed/probed/telemetry"
+
+	"github.com/probed/probed/internal/poll"
 )
 
 // TestConnectionBoundsAreCounted: connections the API listener refuses
@@ -39,15 +42,10 @@ func TestConnectionBoundsAreCounted(t *testing.T) {
 // waitMetric waits up to 20 s for the metric name at addr to satisfy ok.
 func waitMetric(t *testing.T, addr, name string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		v := scrapeMetric(t, addr, name)
-		if ok(v) {
-			return
+	poll.UntilMet(t, name, 20*time.Second, func() string {
+		if v := scrapeMetric(t, addr, name); !ok(v) {
+			return fmt.Sprintf("%s = %v after 20s", name, v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after 20s", name, v)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 }

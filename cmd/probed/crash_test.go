@@ -32,6 +32,7 @@ import (
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -636,23 +637,22 @@ func crashWaitStableReady(t *testing.T, ctx context.Context, c *client.Client) {
 // crashWaitReady waits up to limit until want stable targets are ready.
 func crashWaitReady(t *testing.T, ctx context.Context, c *client.Client, want int, limit time.Duration) {
 	t.Helper()
-	ready := 0
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	poll.UntilMet(t, "stable targets ready", limit, func() string {
 		all, err := c.ListAll(ctx, map[string]string{"group": "stable"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ready = 0
+		ready := 0
 		for _, tg := range all {
 			if tg.GetStatus().GetReady() {
 				ready++
 			}
 		}
 		if ready == want {
-			return
+			return ""
 		}
-	}
-	t.Fatalf("%d of %d stable targets ready after %v", ready, want, limit)
+		return fmt.Sprintf("%d of %d stable targets ready after %v", ready, want, limit)
+	})
 }
 
 // crashEvent is what identifies an event, comparable across the live stream,

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/probed/probed/internal/fullfs"
+	"github.com/probed/probed/internal/poll"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	probedtel "github.com/probed/probed/telemetry"
 )
@@ -123,13 +124,12 @@ func TestServeOnAFullDisk(t *testing.T) {
 	// not published.
 	failing.Store(true)
 	before := probesTotal(t, c, "watched")
-	deadline := time.Now().Add(20 * time.Second)
-	for probesTotal(t, c, "watched") < before+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("watched probed %d times in 20s on a full disk, want 5", probesTotal(t, c, "watched")-before)
+	poll.UntilMet(t, "watched probed 5 times", 20*time.Second, func() string {
+		if n := probesTotal(t, c, "watched"); n < before+5 {
+			return fmt.Sprintf("watched probed %d times in 20s on a full disk, want 5", n-before)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	if got := readiness(t, c, "watched"); got != probev1.Result_RESULT_SUCCESS {
 		t.Errorf("readiness published on a full disk = %v, want SUCCESS (the failure is not durable)", got)
 	}
@@ -138,13 +138,9 @@ func TestServeOnAFullDisk(t *testing.T) {
 	}
 
 	fs.Free(t)
-	deadline = time.Now().Add(20 * time.Second)
-	for servingStatus(t, health) != healthpb.HealthCheckResponse_SERVING {
-		if time.Now().After(deadline) {
-			t.Fatal("health not SERVING 20s after space was freed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, "health SERVING after space was freed", 20*time.Second, func() bool {
+		return servingStatus(t, health) == healthpb.HealthCheckResponse_SERVING
+	})
 	waitReadiness(t, c, "watched", probev1.Result_RESULT_FAILURE)
 	if err := create("after-0"); err != nil {
 		t.Fatalf("create after space was freed: %v", err)
@@ -262,17 +258,12 @@ func probesTotal(t *testing.T, c probev1.ProbeServiceClient, name string) uint64
 
 func waitReadiness(t *testing.T, c probev1.ProbeServiceClient, name string, want probev1.Result) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := readiness(t, c, name)
-		if got == want {
-			return
+	poll.UntilMet(t, name+" readiness "+want.String(), 20*time.Second, func() string {
+		if got := readiness(t, c, name); got != want {
+			return fmt.Sprintf("%s readiness = %v after 20s, want %v", name, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s readiness = %v after 20s, want %v", name, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // scrapeMetric reads a counter or gauge without labels from the metrics

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
@@ -94,17 +96,12 @@ func TestExecProbesLeaveNoZombiesAsPID1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := zombies(t, pid1)
-		if n == 0 {
-			break
+	poll.UntilMet(t, "no zombie children of probed", 5*time.Second, func() string {
+		if n := zombies(t, pid1); n != 0 {
+			return fmt.Sprintf("%d zombie children of probed (PID 1) 5s after the exec targets were deleted, want 0", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d zombie children of probed (PID 1) 5s after the exec targets were deleted, want 0", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // probedPID returns the host pid of the probed unshare (pid) forked: its

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
+
+	"github.com/probed/probed/internal/poll"
 )
 
 func TestMetricsEndpoint(t *testing.T) {
@@ -52,20 +55,16 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilMet(t, "web probed twice", 10*time.Second, func() string {
 		resp, err := c.GetTarget(t.Context(), &probev1.GetTargetRequest{Name: "web"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp.GetTarget().GetStatus().GetReadiness().GetProbesTotal() >= 2 {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("target never probed twice: %v", resp.GetTarget().GetStatus())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("target never probed twice: %v", resp.GetTarget().GetStatus())
+	})
 
 	resp, err := http.Get("http://" + maddr.String() + "/metrics")
 	if err != nil {
