@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/kube/gate"
 	"github.com/probed/probed/kube/internal/kubelet"
@@ -155,8 +157,7 @@ const httpProbes = `{"readinessProbe": {"httpGet": {"port": "http", "path": "/he
 func (f *fixture) condition(name string, what string, ok func(*corev1.PodCondition) bool) *corev1.PodCondition {
 	f.t.Helper()
 	var last *corev1.PodCondition
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilMet(f.t, "pod "+name+" condition "+what, 30*time.Second, func() string {
 		pod, err := f.kube.CoreV1().Pods(f.ns).Get(f.t.Context(), name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			f.t.Fatalf("get pod: %v", err)
@@ -170,12 +171,11 @@ func (f *fixture) condition(name string, what string, ok func(*corev1.PodConditi
 			}
 		}
 		if ok(last) {
-			return last
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("pod %s: condition %s not reached within 30 s; last: %+v", name, what, last)
-	return nil
+		return fmt.Sprintf("pod %s: condition %s not reached within 30 s; last: %+v", name, what, last)
+	})
+	return last
 }
 
 func is(status corev1.ConditionStatus, reason string) func(*corev1.PodCondition) bool {
@@ -185,20 +185,18 @@ func is(status corev1.ConditionStatus, reason string) func(*corev1.PodCondition)
 // podReady waits until the pod's Ready condition is want.
 func (f *fixture) podReady(name string, want corev1.ConditionStatus) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilMet(f.t, "pod "+name+" Ready "+string(want), 30*time.Second, func() string {
 		pod, err := f.kube.CoreV1().Pods(f.ns).Get(f.t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == want {
-				return
+				return ""
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("pod %s: Ready not %s within 30 s", name, want)
+		return fmt.Sprintf("pod %s: Ready not %s within 30 s", name, want)
+	})
 }
 
 // service creates a Service selecting app=web.
@@ -220,14 +218,12 @@ func (f *fixture) service() {
 // ready == want.
 func (f *fixture) endpointReady(ip string, want bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilMet(f.t, "EndpointSlice endpoint "+ip+" ready "+strconv.FormatBool(want), 30*time.Second, func() string {
 		if endpointIs(f.t, f.kube, f.ns, ip, want) {
-			return
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("EndpointSlice endpoint %s: ready not %v within 30 s", ip, want)
+		return fmt.Sprintf("EndpointSlice endpoint %s: ready not %v within 30 s", ip, want)
+	})
 }
 
 func endpointIs(t testing.TB, kube kubernetes.Interface, ns, ip string, want bool) bool {
@@ -318,47 +314,36 @@ func (f *fixture) annotate(name, annotation string) {
 // text.
 func (f *fixture) event(pod, reason, text string) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilMet(f.t, "Event "+reason+" on pod "+pod, 30*time.Second, func() string {
 		evs, err := f.kube.CoreV1().Events(f.ns).List(f.t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		for _, ev := range evs.Items {
 			if ev.Reason == reason && strings.Contains(ev.Message, text) {
-				return
+				return ""
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	f.t.Fatalf("no Event %s mentioning %q on pod %s within 30 s", reason, text, pod)
+		return fmt.Sprintf("no Event %s mentioning %q on pod %s within 30 s", reason, text, pod)
+	})
 }
 
 // waitTarget waits until probed's target name satisfies ok.
 func (f *fixture) waitTarget(name string, ok func(*probev1.Target) bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(f.t, "target "+name+" as wanted", 30*time.Second, func() bool {
 		tg, err := f.pc.Get(f.t.Context(), name)
-		if err == nil && ok(tg) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("target %s: not as wanted within 30 s", name)
+		return err == nil && ok(tg)
+	})
 }
 
 // waitGone waits until probed has no target name.
 func (f *fixture) waitGone(name string) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := f.pc.Get(f.t.Context(), name); errors.Is(err, client.ErrNotFound) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("target %s still there after 30 s", name)
+	poll.Until(f.t, "target "+name+" gone", 30*time.Second, func() bool {
+		_, err := f.pc.Get(f.t.Context(), name)
+		return errors.Is(err, client.ErrNotFound)
+	})
 }
 
 // clientAs returns a clientset of the API server as user.

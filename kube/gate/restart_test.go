@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/kube/gate"
 	"github.com/probed/probed/kube/podtarget"
@@ -171,11 +172,5 @@ func TestLeaderElectionFailover(t *testing.T) {
 // waitFor waits up to 30 s for ok.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, what, 30*time.Second, ok)
 }
