@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	"github.com/probed/probed/kube/internal/controlplane"
 	"github.com/probed/probed/kube/internal/kubelet"
@@ -90,20 +91,18 @@ func TestServe(t *testing.T) {
 	if _, err := kl.Run(ctx, created, ip); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for ready := false; !ready; {
-		if time.Now().After(deadline) {
-			t.Fatalf("pod not ready through probed-kube within 30 s; its output:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	poll.UntilMet(t, "pod web ready", 30*time.Second, func() string {
 		p, err := env.Admin.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range p.Status.Conditions {
-			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return ""
+			}
 		}
-	}
+		return "pod not ready through probed-kube within 30 s; its output:\n" + out.String()
+	})
 	resp, err := http.Get("http://" + healthAddr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
