@@ -371,6 +371,15 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 	// Observed once durable, before anyone can see the changes: a client
 	// that saw an event finds it counted in the metrics.
 	c.onCommit(changes, took)
+	// Written hooks run once durable too (a probe held behind its
+	// unwritten transition runs again): a client that saw the change
+	// finds the probe free to run.
+	for _, ch := range changes {
+		if ch.written != nil {
+			ch.written()
+			ch.written = nil
+		}
+	}
 	c.feed.whenReached(last, func() { notify(batch, nil) })
 	return false, nil
 }

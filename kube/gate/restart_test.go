@@ -42,6 +42,9 @@ func TestProbedUnreachableKeepsConditions(t *testing.T) {
 	_, ip := f.pod("web-0", httpProbes, true)
 	f.net.set(ip, true)
 	f.condition("web-0", "True", is(corev1.ConditionTrue, gate.ReasonReady))
+	// The kubelet stand-in writes the pod's Ready after the gate: the
+	// last write before the one the test watches for.
+	f.podReady("web-0", corev1.ConditionTrue)
 	rv := f.resourceVersion("web-0")
 	patched, _ := patchCount(t, reg)
 
