@@ -163,21 +163,26 @@ func TestLeaderPauseKeepsLease(t *testing.T) {
 		cancel()
 		<-done
 	})
-	for c.Stats().Lease == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, "a lease", time.Minute, func() bool { return c.Stats().Lease != 0 })
 	const after = 1200 * time.Millisecond
 	for round := range 8 {
 		leader := leaderOf(t, endpoints)
 		renewals := c.Stats().Renewals
-		for c.Stats().Renewals == renewals {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(after) // the next renewal is due during the pause
+		poll.Until(t, "a renewal", time.Minute, func() bool { return c.Stats().Renewals != renewals })
+		// The fault itself is wall-clock time, as on a real network: the
+		// pause starts `after` a renewal, so that the next one is due
+		// during it, and lasts 1.5 s.
+		time.Sleep(after)
 		_ = procs[leader].Signal(syscall.SIGSTOP)
 		time.Sleep(1500 * time.Millisecond)
 		_ = procs[leader].Signal(syscall.SIGCONT)
-		time.Sleep(3 * time.Second)
+		// Then the outcome: a renewal that went through after the pause
+		// (the lease held), or the lease lost.
+		resumed := c.Stats()
+		poll.Until(t, "a renewal or a lost lease after the pause", time.Minute, func() bool {
+			st := c.Stats()
+			return st.Renewals != resumed.Renewals || st.LeaseLosses != resumed.LeaseLosses
+		})
 		st := c.Stats()
 		t.Logf("round %d: leader m%d paused 1.5s, %v after a renewal; renewals %d, failed attempts %d, leases lost %d", round, leader, after, st.Renewals, st.RenewalErrors, st.LeaseLosses)
 		if st.LeaseLosses > 0 {
