@@ -285,6 +285,11 @@ func TestRacingCreatesOfOneName(t *testing.T) {
 		if winner < 0 {
 			t.Fatalf("%s: no create succeeded: %v", name, errs)
 		}
+		// b answered once the winner's change was visible on b; a's view
+		// follows the store: wait until it has reached as far.
+		if err := a.eng.Sync(ctx, b.eng.Revision()); err != nil {
+			t.Fatal(err)
+		}
 		for _, h := range []*harness{a, b} {
 			h.flush()
 			if tg := h.get(name); tg.Spec.Labels["by"] != fmt.Sprint(winner) || tg.Status.Phase != engine.Active {
