@@ -108,6 +108,14 @@ func (w *Wheel) pass(fired bool) (again bool) {
 	}
 	d.wakeAt.Store(notArmed)
 	d.passing = true
+	// A wake-up sent since the driver last woke is stale: it was sent for an
+	// insert made before this lock, which this pass sees. Left in the
+	// channel, it would wake the driver for a pass while its timer is armed,
+	// and a fake clock would count the driver as parked during that pass.
+	select {
+	case <-d.wake:
+	default:
+	}
 	d.mu.Unlock()
 
 	nowNs := int64(w.clock.Since(w.epoch))
