@@ -174,8 +174,8 @@ func (p pendingChange) notify(err error) {
 	if p.done != nil {
 		p.done <- err
 	}
-	if p.change != nil && p.change.written != nil {
-		p.change.written()
+	if p.change != nil {
+		p.change.markWritten()
 	}
 }
 
@@ -344,6 +344,13 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 		c.feed.whenReached(committed, func() { notify(batch, nil) })
 		return false, nil
 	}
+	// What follows the Commit precedes the changes' publication
+	// (Change.settled).
+	settled := make(chan struct{})
+	defer close(settled)
+	for _, ch := range changes {
+		ch.settled = settled
+	}
 	start := c.clock.Now()
 	c.writing.Store(start.UnixNano())
 	err = c.store.Commit(ctx, changes)
@@ -375,10 +382,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 	// unwritten transition runs again): a client that saw the change
 	// finds the probe free to run.
 	for _, ch := range changes {
-		if ch.written != nil {
-			ch.written()
-			ch.written = nil
-		}
+		ch.markWritten()
 	}
 	c.feed.whenReached(last, func() { notify(batch, nil) })
 	return false, nil

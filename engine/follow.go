@@ -71,6 +71,11 @@ func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked cha
 	}()
 	err = e.opts.Store.Follow(fctx, after, func(pos uint64, changes []*Change) {
 		if len(changes) > 0 {
+			for _, c := range changes {
+				if c.settled != nil { // this engine's, as it was given
+					<-c.settled
+				}
+			}
 			e.feed.publish(changes)
 			e.applyFollowed(changes)
 		}

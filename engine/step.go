@@ -145,15 +145,15 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 	c := e.changeLocked(en, ev, false, now)
 	r.unwritten.Add(1)
 	e.exec.unwritten.Add(1)
-	c.written = func() {
+	c.onWritten(func() {
 		r.unwritten.Add(-1)
 		e.exec.unwritten.Add(-1)
-	}
+	})
 	done, err := e.commits.submit([]*Change{c}, true)
 	if err != nil {
 		// Only when the engine is stopping: the state is not persisted and
 		// will be recomputed by the probes after a restart.
-		c.written()
+		c.markWritten()
 		e.log.Debug("transition not committed", "target", en.name, "err", err)
 	}
 

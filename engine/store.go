@@ -105,9 +105,17 @@ type Change struct {
 	// Observer.Ready once the change is durable.
 	becameReady bool
 	readyAfter  time.Duration
-	// written, when set, is called once the change is written or will
-	// never be (refused, failed, the engine stopped).
-	written func()
+	// written, when set (onWritten), is called once the change is written
+	// or will never be (refused, failed, the engine stopped); see
+	// markWritten.
+	written atomic.Pointer[func()]
+	// settled is set by the committer before its Commit and closed once it
+	// has done what must precede the change's publication (adopt it into
+	// its entry, observe it, run its written hook). A store with one
+	// writer delivers the very changes it was given, possibly before its
+	// Commit returned: the follow loop waits for settled before it
+	// publishes them.
+	settled chan struct{}
 	// entry is the entry the change was built from (changeLocked), which
 	// adopts Target's status once committed.
 	entry *entry
@@ -131,6 +139,16 @@ func (c *Change) record() *record {
 		return r
 	}
 	return c.rec.Load()
+}
+
+// onWritten sets the hook markWritten calls.
+func (c *Change) onWritten(f func()) { c.written.Store(&f) }
+
+// markWritten calls the written hook, at most once in all.
+func (c *Change) markWritten() {
+	if f := c.written.Swap(nil); f != nil {
+		(*f)()
+	}
 }
 
 // SetRevision records the revision Commit assigned to the change: on the
