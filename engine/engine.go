@@ -205,6 +205,8 @@ type Engine struct {
 	exec    *executor
 	drains  drainQueue
 	shared  SharedStore // the store, when replicas share it; nil otherwise
+	// presence, when the store is one, vouches for a NotFound (absence.go).
+	presence PresenceReader
 	// position is the store's revision when it was loaded: the follow
 	// loop starts after it.
 	position uint64
@@ -252,6 +254,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		reloads:   make(chan chan error),
 	}
 	e.shared, _ = opts.Store.(SharedStore)
+	if e.shared != nil {
+		e.presence, _ = opts.Store.(PresenceReader)
+	}
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.commits.log = e.log
 	e.commits.onStore = opts.OnStoreError

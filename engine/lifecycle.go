@@ -220,44 +220,34 @@ func (e *Engine) validateList(spec, old *target.Spec) field.List {
 
 // acquire waits until Run has started, finds a target this engine owns
 // and returns it with its lock held (the caller unlocks); a removed target
-// is not found, one another replica owns is a *NotOwnedError.
+// is not found (once vouched for: absence.go), one another replica owns
+// is a *NotOwnedError.
 func (e *Engine) acquire(ctx context.Context, name string) (*entry, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
-	en, err := e.lookup(name)
-	if err != nil {
-		return nil, e.vouchAbsence(err)
+	for synced := false; ; synced = true {
+		en, err := e.lookup(name)
+		if err == nil {
+			en.mu.Lock()
+			switch {
+			case en.removed:
+				en.mu.Unlock()
+				err = notFound(name)
+			case !en.owned:
+				en.mu.Unlock()
+				return nil, &NotOwnedError{Name: name}
+			default:
+				return en, nil
+			}
+		}
+		if synced {
+			return nil, err
+		}
+		if again, err := e.vouchAbsence(ctx, name, err); !again {
+			return nil, err
+		}
 	}
-	en.mu.Lock()
-	switch {
-	case en.removed:
-		en.mu.Unlock()
-		return nil, e.vouchAbsence(notFound(name))
-	case !en.owned:
-		en.mu.Unlock()
-		return nil, &NotOwnedError{Name: name}
-	}
-	return en, nil
-}
-
-// vouchAbsence returns err, a NotFound of a call that changes a target,
-// unless the view cannot be vouched for: suspended (Suspend), or its
-// lease past its local deadline (Options.MayProbe false; cluster mode).
-// A replica woken from a pause (SIGSTOP, a long GC) answers before its
-// lease watchdog has suspended it, from a view that misses what the
-// others wrote meanwhile: a NotFound then tells the client that a
-// target another replica created is gone, and a Delete so answered
-// leaves it in place (issue 22, found by the chaos soak). Such a call
-// fails with ErrSuspended instead, and another replica can answer.
-func (e *Engine) vouchAbsence(err error) error {
-	if stale := e.feed.vouched(); stale != nil {
-		return stale
-	}
-	if may := e.opts.MayProbe; may != nil && !may() {
-		return fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote: %w; another replica can answer", ErrSuspended, err)
-	}
-	return err
 }
 
 // acquireWritable is acquire for a call that changes the target: refused
@@ -317,7 +307,13 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	}
 	t, ok := e.feed.get(name)
 	if !ok {
-		return nil, notFound(name)
+		again, err := e.vouchAbsence(ctx, name, notFound(name))
+		if !again {
+			return nil, err
+		}
+		if t, ok = e.feed.get(name); !ok {
+			return nil, notFound(name)
+		}
 	}
 	e.addLive(t) // t is made for this call
 	return t, nil

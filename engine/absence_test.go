@@ -1,0 +1,59 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
+)
+
+// TestNoNotFoundUnvouched (issue 22, found by the chaos soak): a call
+// that changes or reads a target the view does not hold answers
+// NotFound only while the view can be vouched for. While the lease is
+// past its local deadline (MayProbe false: a replica woken from a pause,
+// before its watchdog suspends it) or the view is suspended, Get, Update,
+// Reset, Trigger and Delete fail with ErrSuspended instead: the target
+// may exist, created by another replica meanwhile, and a Delete answered
+// NotFound would leave it in place.
+func TestNoNotFoundUnvouched(t *testing.T) {
+	var may atomic.Bool
+	h := newHarness(t, func(o *engine.Options) { o.MayProbe = may.Load })
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"Update": func() error { _, err := h.eng.Update(ctx, &target.Spec{Name: "absent"}); return err },
+		"Reset":  func() error { _, err := h.eng.Reset(ctx, "absent"); return err },
+		"Trigger": func() error {
+			_, _, err := h.eng.Trigger(ctx, "absent", probe.Readiness)
+			return err
+		},
+		"Delete": func() error { _, err := h.eng.Delete(ctx, "absent"); return err },
+		"Get":    func() error { _, err := h.eng.Get(ctx, "absent"); return err },
+	}
+	for _, tc := range []struct {
+		name    string
+		lease   bool
+		suspend bool
+		want    error
+	}{
+		{"lease valid", true, false, engine.ErrNotFound},
+		{"lease past its deadline", false, false, engine.ErrSuspended},
+		{"suspended", true, true, engine.ErrSuspended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			may.Store(tc.lease)
+			if tc.suspend {
+				h.eng.Suspend(errors.New("lease lost"))
+				defer h.eng.Resume()
+			}
+			for call, do := range calls {
+				if err := do(); !errors.Is(err, tc.want) {
+					t.Errorf("%s of a target the view does not hold: %v, want %v", call, err, tc.want)
+				}
+			}
+		})
+	}
+}
