@@ -339,6 +339,26 @@ func (s *security) listen(addr string) (net.Listener, error) {
 	return s.conns, nil
 }
 
+// listenHTTP opens the listener of an HTTP endpoint (the status page, the
+// metrics), bounded as the API's is by default, each listener on its own
+// (the --max-connections flags name the API's): in connections in all,
+// per IP address, not yet authenticated, and in time to a first
+// authenticated request. Serve its handlers through protectOn with it,
+// which admits a connection at its first authenticated request.
+func (s *security) listenHTTP(flagName, addr string) (*connlimit.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return connlimit.Wrap(lis, connlimit.Options{
+		Max:         defaultMaxConnections,
+		PerIP:       defaultMaxConnectionsPerIP,
+		Pending:     defaultMaxUnauthenticatedConns,
+		AdmitWithin: defaultFirstCallTimeout,
+		Logger:      s.log.With("listener", flagName),
+	}), nil
+}
+
 // connectionStats are the figures of the API listener listen made.
 func (s *security) connectionStats() probedtel.ConnectionStats {
 	st := s.conns.Stats()
@@ -408,6 +428,16 @@ func (s *security) configure(eo *engine.Options, co *check.Options) {
 // authentication, behind the Host and Origin checks that keep other web
 // sites out (DNS rebinding, cross-site requests).
 func (s *security) protect(h http.Handler) http.Handler { return s.guard.Wrap(s.authn.HTTP(h)) }
+
+// protectOn is protect for a handler served on lis (listenHTTP): a request
+// that passes authentication admits its connection, which is then no
+// longer closed for want of one.
+func (s *security) protectOn(lis *connlimit.Listener, h http.Handler) http.Handler {
+	return s.protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lis.AdmitRemote(r.RemoteAddr)
+		h.ServeHTTP(w, r)
+	}))
+}
 
 // close stops watching certificate files.
 func (s *security) close() {

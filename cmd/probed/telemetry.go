@@ -87,21 +87,25 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 	if c.metricsAddr == "" {
 		return t, nil
 	}
-	lis, err := net.Listen("tcp", c.metricsAddr)
+	lis, err := sec.listenHTTP("--metrics-addr", c.metricsAddr)
 	if err != nil {
 		_ = tel.Shutdown(ctx)
 		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", c.metricsAddr, err)
 	}
 	sec.listening("--metrics-addr", lis.Addr())
 	mux := http.NewServeMux()
-	mux.Handle("GET "+metricsPath, sec.protect(tel.Handler()))
+	protect := func(h http.Handler) http.Handler { return sec.protectOn(lis, h) }
+	mux.Handle("GET "+metricsPath, protect(tel.Handler()))
 	if c.pprof {
-		handlePprof(mux, sec.protect)
+		handlePprof(mux, protect)
 	}
 	t.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A scraper's keep-alive connection is used every scrape interval;
+		// one left idle longer is closed.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// With TLS the endpoint shares the API's certificate and client CA, as
 	// the status page does, so a scraper authenticates as a client would.

@@ -20,6 +20,9 @@ import (
 type uiConfig struct {
 	addr     string
 	timeline time.Duration
+	// listening, if set, is called with the status page's listener
+	// address once it listens (tests).
+	listening func(net.Addr)
 }
 
 func (c *uiConfig) register(fs *flag.FlagSet) {
@@ -47,11 +50,14 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 	if cfg.ui.addr == "" {
 		return func() {}, nil
 	}
-	lis, err := net.Listen("tcp", cfg.ui.addr)
+	lis, err := sec.listenHTTP("--ui-addr", cfg.ui.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --ui-addr %s: %w", cfg.ui.addr, err)
 	}
 	sec.listening("--ui-addr", lis.Addr())
+	if cfg.ui.listening != nil {
+		cfg.ui.listening(lis.Addr())
+	}
 	opts := ui.Options{Logger: log, TargetJSON: server.TargetJSON, TimelineWindow: cfg.ui.timeline, Visible: sec.readFilter(),
 		About: ui.About{Version: buildVersion(), Addr: apiAddr}}
 	if be.replicas != nil {
@@ -59,7 +65,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 	}
 	page := ui.New(eng, opts)
 	srv := &http.Server{
-		Handler:           sec.protect(page),
+		Handler:           sec.protectOn(lis, page),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Requests end with ctx, so event streams end when probed stops.

@@ -126,12 +126,18 @@ func (l *Listener) Admit(peer net.Addr) {
 	if peer == nil {
 		return
 	}
+	l.AdmitRemote(peer.String())
+}
+
+// AdmitRemote is Admit for the remote address as a string, as
+// net/http's Request.RemoteAddr gives it.
+func (l *Listener) AdmitRemote(peer string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.waiting) == 0 {
 		return
 	}
-	c, ok := l.waiting[peer.String()]
+	c, ok := l.waiting[peer]
 	if !ok {
 		return
 	}
