@@ -439,6 +439,20 @@ func (c *committer) unavailable() error {
 	return c.unwritable
 }
 
+// failure is what the waiters of a batch the store failed to write are
+// told: err, which also wraps ErrClosed once the committer is stopping (a
+// held batch whose retries the store's Close ended is lost to a shutdown,
+// which the client may retry elsewhere or later).
+func (c *committer) failure(err error) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed != nil && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", closed, err)
+	}
+	return err
+}
+
 // refused handles a Commit that failed with err (nothing was written).
 func (c *committer) refused(batch []pendingChange, err error) error {
 	reasons := make(map[string]error)
@@ -453,7 +467,7 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 		maps.Copy(reasons, conflict.Refused)
 	default:
 		c.logUnwritten(append(batch, c.pendingNow()...), err)
-		notify(batch, err)
+		notify(batch, c.failure(err))
 		c.fail(err)
 		return err
 	}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
+	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/fullfs"
@@ -166,5 +169,82 @@ func TestStoreWithoutSpace(t *testing.T) {
 	}
 	if _, err := h.eng.Get(ctx, "refused"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("after a restart Get(refused) = %v, want NotFound", err)
+	}
+}
+
+// TestHeldWriteLostToShutdown: a create held because the disk is full,
+// whose retries a shutdown ends (the store closed under them), is answered
+// with an error wrapping ErrClosed — probed is shutting down, the client
+// may retry — not with the store's own "closed" error, which the server
+// can only report as an internal error.
+func TestHeldWriteLostToShutdown(t *testing.T) {
+	fs := fullfs.Mount(t, 2<<20)
+	store, err := bolt.Open(filepath.Join(fs.Dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	clock := clockwork.NewFakeClockAt(t0)
+	failed := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	eng, err := engine.Open(ctx, engine.Options{
+		Clock: clock, Store: store, Checkers: check.New(check.Options{}), Shards: 1,
+		OnStoreError: func(err error) {
+			if err != nil {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- eng.Run(ctx) }()
+	labels := map[string]string{}
+	for i := range 60 {
+		labels[fmt.Sprintf("padding-%02d", i)] = strings.Repeat("x", 63)
+	}
+	fs.Fill(t)
+	var held <-chan error
+	for i := 0; i < 1000 && held == nil; i++ {
+		done := make(chan error, 1)
+		go func() {
+			_, err := eng.Create(context.Background(), &target.Spec{Name: fmt.Sprintf("full-%d", i), Labels: labels})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Create on a full disk = %v, want it written or held", err)
+			}
+		case <-failed:
+			held = done
+		}
+	}
+	if held == nil {
+		t.Fatal("1000 creates written on a full disk")
+	}
+
+	cancel() // shutdown: the committer flushes, retrying the held create
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case err := <-held:
+			if !errors.Is(err, engine.ErrClosed) {
+				t.Fatalf("the held create after a shutdown = %v, want an error wrapping ErrClosed", err)
+			}
+			<-ran // its error is the store's: the engine stopped with a write it could not make
+			return
+		case <-time.After(10 * time.Millisecond):
+			clock.Advance(500 * time.Millisecond) // the next retry
+		case <-t.Context().Done():
+			t.Fatal("the held create never returned")
+		}
 	}
 }
