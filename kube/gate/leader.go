@@ -46,11 +46,16 @@ func RunElected(ctx context.Context, kube kubernetes.Interface, e Election, run 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{}) // closed when run has returned
+	// client-go starts OnStartedLeading in a goroutine of its own and does
+	// not wait for it: it may start after le.Run has returned (the Lease
+	// acquired as ctx ended). It runs run only while RunElected has not
+	// finished, and RunElected waits for that run.
 	var (
-		mu     sync.Mutex
-		runErr error
-		led    bool
+		mu       sync.Mutex
+		running  sync.WaitGroup // run's call; Add under mu before finished
+		finished bool           // RunElected no longer waits; guarded by mu
+		runErr   error          // guarded by mu
+		led      bool           // guarded by mu
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
@@ -65,10 +70,15 @@ func RunElected(ctx context.Context, kube kubernetes.Interface, e Election, run 
 		Name:            e.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				defer close(done)
 				mu.Lock()
+				if finished {
+					mu.Unlock()
+					return
+				}
 				led = true
+				running.Add(1)
 				mu.Unlock()
+				defer running.Done()
 				if e.OnLeading != nil {
 					e.OnLeading(true)
 				}
@@ -90,11 +100,10 @@ func RunElected(ctx context.Context, kube kubernetes.Interface, e Election, run 
 	}
 	le.Run(ctx) // returns once leadership is lost or ctx ends
 	mu.Lock()
+	finished = true
 	leading := led
 	mu.Unlock()
-	if leading {
-		<-done // le.Run does not wait for OnStartedLeading
-	}
+	running.Wait() // le.Run does not wait for OnStartedLeading
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
