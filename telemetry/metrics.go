@@ -35,6 +35,7 @@ const (
 	MetricSchedulerFires    = "probed_scheduler_fires_total"
 	MetricSchedulerSkipped  = "probed_scheduler_skipped_total"
 	MetricSchedulerMissed   = "probed_scheduler_missed_total"
+	MetricSchedulerWakes    = "probed_scheduler_wakes_total"
 	MetricSchedulerErrors   = "probed_scheduler_errors_total"
 	MetricCheckerPanics     = "probed_checker_panics_total"
 )

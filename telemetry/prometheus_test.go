@@ -95,6 +95,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		{"probed_scheduler_skipped_total", dto.MetricType_COUNTER, []string{"reason", "overlap"}, 0},
 		{"probed_scheduler_skipped_total", dto.MetricType_COUNTER, []string{"reason", "busy"}, 0},
 		{"probed_scheduler_missed_total", dto.MetricType_COUNTER, nil, 0},
+		{"probed_scheduler_wakes_total", dto.MetricType_COUNTER, nil, 1},
 		{"probed_scheduler_errors_total", dto.MetricType_COUNTER, nil, 0},
 		{"probed_checker_panics_total", dto.MetricType_COUNTER, nil, 0},
 		{"probed_store_commit_seconds", dto.MetricType_HISTOGRAM, nil, 1},

@@ -26,6 +26,7 @@ type statsMetrics struct {
 	fires      metric.Int64ObservableCounter
 	skipped    metric.Int64ObservableCounter
 	missed     metric.Int64ObservableCounter
+	wakes      metric.Int64ObservableCounter
 	errors     metric.Int64ObservableCounter
 	panics     metric.Int64ObservableCounter
 	changes    metric.Int64ObservableCounter
@@ -65,6 +66,7 @@ func newStatsMetrics(m metric.Meter, lateness *latenessProducer) (*statsMetrics,
 	sm.fires = c(MetricSchedulerFires, "Due probes the timer wheel handed out.")
 	sm.skipped = c(MetricSchedulerSkipped, "Due probes not run: reason overlap (the previous run of the probe was still going), busy (--max-inflight probes were running), write (the probe's last transition was not yet written: the store is behind) or lease (cluster mode: the replica's lease is over by its local deadline).")
 	sm.missed = c(MetricSchedulerMissed, "Grid points the timer wheel passed over while it was behind.")
+	sm.wakes = c(MetricSchedulerWakes, "Times the timer wheel's driver woke up (its timer fired, or an insert before the tick it slept until woke it); divide by the fires for the wake-ups per fire.")
 	sm.errors = c(MetricSchedulerErrors, "Probes the timer wheel refused to schedule: they do not run (each is logged).")
 	sm.panics = c(MetricCheckerPanics, "Checker panics recovered (the run counts as unknown).")
 	sm.refused = c(MetricStoreRefused, "Changes the store refused: fenced writes of targets this replica no longer owns (cluster mode), creates of names that exist.")
@@ -100,13 +102,14 @@ func (sm *statsMetrics) register(m metric.Meter, stats func() engine.Stats) (met
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedWrite), sm.write...)
 		o.ObserveInt64(sm.skipped, clampInt64(s.SkippedLease), sm.lease...)
 		o.ObserveInt64(sm.missed, clampInt64(s.Wheel.Missed))
+		o.ObserveInt64(sm.wakes, clampInt64(s.Wheel.Wakes))
 		o.ObserveInt64(sm.errors, clampInt64(s.ScheduleErrors))
 		o.ObserveInt64(sm.panics, clampInt64(s.Panics))
 		o.ObserveInt64(sm.changes, clampInt64(s.Changes))
 		o.ObserveInt64(sm.refused, clampInt64(s.Refused))
 		o.ObserveInt64(sm.unavailable, clampInt64(s.StoreUnavailable))
 		return nil
-	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.errors, sm.panics, sm.changes, sm.refused, sm.unavailable)
+	}, sm.targets, sm.scheduled, sm.inflight, sm.cancelling, sm.watchers, sm.fires, sm.skipped, sm.missed, sm.wakes, sm.errors, sm.panics, sm.changes, sm.refused, sm.unavailable)
 }
 
 func clampInt64(v uint64) int64 {
