@@ -238,7 +238,10 @@ type Stats struct {
 	Lease   clientv3.LeaseID // this replica's lease; 0 when not a member
 	// Revision is the etcd revision of the member and shard keys the
 	// replica has caught up with and acted on.
-	Revision        int64
+	Revision int64
+	// Current is etcd's revision in the latest answer to a join or a
+	// renewal (a revision the replica's view of etcd should reach).
+	Current         int64
 	Renewals        uint64 // lease renewals
 	RenewalsSkipped uint64 // renewals not attempted: Heartbeat failed or was late
 	RenewalErrors   uint64 // renewal attempts etcd did not answer (each is retried)
@@ -258,6 +261,9 @@ type Cluster struct {
 	clock clockwork.Clock
 	log   *slog.Logger
 	ttl   time.Duration
+
+	// stream queues what Observe is handed for Run's goroutine.
+	stream *stream
 
 	mu sync.RWMutex
 	// view of the member and shard keys; written by Run's goroutine with
@@ -305,6 +311,7 @@ func New(opts Options) (*Cluster, error) {
 		log:       opts.Logger.With("replica", opts.ReplicaID),
 		ttl:       opts.LeaseTTL,
 		view:      newView(k),
+		stream:    newStream(),
 		releasing: make([]bool, opts.Shards),
 	}
 	c.batch.Store(batch)
@@ -407,6 +414,7 @@ func (c *Cluster) Stats() Stats {
 	}
 	c.mu.RUnlock()
 	st.Revision = c.revision.Load()
+	st.Current = c.newest.Load()
 	st.Renewals = c.renewals.Load()
 	st.RenewalsSkipped = c.skipped.Load()
 	st.RenewalErrors = c.renewErrors.Load()

@@ -42,6 +42,16 @@ type Engine interface {
 	Reload(ctx context.Context) error
 }
 
+// Follower is the store whose Follow feeds both the engine's view and the
+// cluster's (*store/etcd.Store, with Options.Membership set to the
+// Cluster's Observe): one etcd watch per replica.
+type Follower interface {
+	// RequestProgress asks for a progress notification on the watch, so
+	// that the view reaches etcd's current revision although none of its
+	// keys changed.
+	RequestProgress(ctx context.Context) error
+}
+
 // Binding is one replica's membership bound to its engine. Make it with
 // Bind, give Cluster's Owns, LeaseValid, Fence and Leading to the engine
 // and the store, then Run it with the engine.
@@ -53,6 +63,7 @@ type Binding struct {
 	// eng is set by Run before the cluster runs (and so before any of
 	// the cluster's hooks is called).
 	eng     Engine
+	store   Follower
 	running atomic.Bool
 }
 
@@ -92,26 +103,40 @@ func Bind(opts cluster.Options, serving func(bool)) (*Binding, error) {
 func (b *Binding) Cluster() *cluster.Cluster { return b.cl }
 
 // Run runs the membership (cluster.Cluster.Run) with eng as the engine
-// it drives, until ctx ends. eng must be running (engine.Engine.Run): the
-// hooks wait for its scheduler and its view.
-func (b *Binding) Run(ctx context.Context, eng Engine) error {
+// it drives, until ctx ends. eng must be running (engine.Engine.Run) over
+// store: the hooks wait for its scheduler and its view.
+func (b *Binding) Run(ctx context.Context, eng Engine, store Follower) error {
 	if !b.running.CompareAndSwap(false, true) {
 		return errors.New("replica: Run called twice")
 	}
-	b.eng = eng
+	b.eng, b.store = eng, store
 	return b.cl.Run(ctx)
 }
 
 // heartbeat renews the lease only while the replica gets its work done:
 // its scheduler runs, its writes go through and its view follows etcd,
 // within a lease TTL.
+//
+// The view must reach, within the TTL, etcd's revision in the latest
+// renewal's answer. The view and the cluster's keys come through one
+// watch, so the revision the cluster has seen says nothing of the view's
+// progress; etcd's does, once the watch is asked for a progress
+// notification (an etcd shared with other clients moves its revision
+// without any change the watch would deliver).
 func (b *Binding) heartbeat(ctx context.Context) error {
 	// The view's progress counts while the replica holds a lease: the
-	// revision its membership watch saw before a loss may belong to a
-	// history etcd no longer has (a restore).
+	// revision of an answer before a loss may belong to a history etcd no
+	// longer has (a restore).
 	var known uint64
 	if b.cl.LeaseValid() {
-		known = storeetcd.Position(b.cl.Stats().Revision)
+		if cur := b.cl.Stats().Current; cur > 0 {
+			known = storeetcd.Position(cur)
+			if storeetcd.EtcdRevision(b.eng.Revision()) < cur {
+				if err := b.store.RequestProgress(ctx); err != nil {
+					b.log.Debug("cannot ask etcd for the watch's progress", "err", err)
+				}
+			}
+		}
 	}
 	if err := b.eng.Stalled(b.ttl, known); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/cluster"
@@ -51,7 +52,7 @@ func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *membe
 	m.b = b
 	cl := b.Cluster()
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id, Fence: cl.Fence, Leading: cl.Leading})
+	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id, Fence: cl.Fence, Leading: cl.Leading, Membership: cl.Observe})
 	if err != nil {
 		cancel()
 		t.Fatalf("storeetcd.Open: %v", err)
@@ -70,7 +71,7 @@ func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *membe
 	go func() { engDone <- eng.Run(engCtx) }()
 	go func() {
 		defer close(m.done)
-		if err := b.Run(ctx, eng); err != nil {
+		if err := b.Run(ctx, eng, store); err != nil {
 			t.Errorf("%s: Run: %v", id, err)
 		}
 	}()
@@ -186,4 +187,42 @@ func TestBindingDrivesTheEngine(t *testing.T) {
 
 	b.leave()
 	agreed(t, names, a)
+}
+
+// watchers is the number of watchers of the etcd servers in this process
+// (etcd's etcd_debugging_mvcc_watcher_total).
+func watchers(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_debugging_mvcc_watcher_total" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("etcd_debugging_mvcc_watcher_total not registered")
+	return 0
+}
+
+// A replica watches etcd once: the store's follow feeds the engine's view
+// and the cluster's (members and shards). Before, the cluster had a
+// watch of its own over the same keys.
+func TestOneWatchPerReplica(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	a := startMember(t, etcd, "/probed/", "a")
+	poll.UntilMet(t, "a to own every shard", 30*time.Second, func() string {
+		if st := a.b.Cluster().Stats(); st.Shards != 16 {
+			return fmt.Sprintf("%d shards", st.Shards)
+		}
+		return ""
+	})
+	// A watch of Load's (the history) may still be ending.
+	poll.UntilMet(t, "one watcher on etcd", 10*time.Second, func() string {
+		if n := watchers(t); n != 1 {
+			return fmt.Sprintf("%v watchers", n)
+		}
+		return ""
+	})
 }

@@ -211,14 +211,17 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	}
 	cl := member.Cluster()
 	store, err := storeetcd.Open(ctx, storeetcd.Options{
-		Client:    client,
-		Prefix:    cc.prefix,
-		Fence:     cl.Fence,
-		Leading:   cl.Leading,
-		Compact:   cc.compact,
-		Settings:  clusterSettings(cfg),
-		ReplicaID: cc.replicaID,
-		Logger:    log,
+		Client:  client,
+		Prefix:  cc.prefix,
+		Fence:   cl.Fence,
+		Leading: cl.Leading,
+		// One etcd watch: the cluster's view of the members and shards
+		// comes from the store's follow.
+		Membership: cl.Observe,
+		Compact:    cc.compact,
+		Settings:   clusterSettings(cfg),
+		ReplicaID:  cc.replicaID,
+		Logger:     log,
 	})
 	if err != nil {
 		closeClient()
@@ -234,7 +237,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		replica:  cc.replicaID,
 		health:   health,
 		join: func(ctx context.Context, eng *engine.Engine) error {
-			return member.Run(ctx, eng)
+			return member.Run(ctx, eng, store)
 		},
 		stats: func() probedtel.ClusterStats {
 			st := cl.Stats()
