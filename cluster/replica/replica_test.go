@@ -226,3 +226,34 @@ func TestOneWatchPerReplica(t *testing.T) {
 		return ""
 	})
 }
+
+// On an etcd shared with other clients, their writes raise etcd's
+// revision without a change the replica's watch delivers. The lease is
+// renewed only while the view reaches the revision of the latest
+// renewal's answer within a TTL: the Binding asks the watch for a progress
+// notification, so that a busy neighbour costs no replica its shards.
+func TestForeignWritesAreNoStall(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	a := startMember(t, etcd, "/probed/", "a")
+	poll.UntilMet(t, "a to own every shard", 30*time.Second, func() string {
+		if st := a.b.Cluster().Stats(); st.Shards != 16 {
+			return fmt.Sprintf("%d shards", st.Shards)
+		}
+		return ""
+	})
+	before := a.b.Cluster().Stats()
+	// A neighbour writes its own keys for three TTLs (2 s each): a dozen
+	// renewals.
+	cli := etcd.Client(t)
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); {
+		if _, err := cli.Put(t.Context(), "/neighbour/key", time.Now().String()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := a.b.Cluster().Stats()
+	if st.LeaseLosses != before.LeaseLosses || st.RenewalsSkipped != before.RenewalsSkipped || st.Renewals-before.Renewals < 6 {
+		t.Errorf("while a neighbour wrote: %d leases lost, %d renewals skipped, %d renewals; want none lost or skipped, at least 6 renewals",
+			st.LeaseLosses-before.LeaseLosses, st.RenewalsSkipped-before.RenewalsSkipped, st.Renewals-before.Renewals)
+	}
+}
