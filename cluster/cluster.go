@@ -20,16 +20,18 @@
 //   - The lease (lease.go): renewal gated by Heartbeat (progress.go: the
 //     heartbeats run beside the renewals), and the watchdog that declares
 //     the lease lost after a TTL without renewal.
-//   - The view (view.go) of the member and shard keys, kept by one etcd
-//     watch, and the assignment (assign.go) computed from it.
+//   - The view (view.go) of the member and shard keys, loaded at each join
+//     and then fed by Observe (stream.go) from the replica's one etcd
+//     watch, the etcd store's Follow; and the assignment (assign.go)
+//     computed from it.
 //   - Claims and releases (shards.go), the shard count pinned in P/meta
 //     (meta.go), the compaction leader (leader.go).
 //
 // # Goroutines
 //
 // Run owns every goroutine and waits for all of them before it returns:
-// the control loop (Run's own goroutine: the watch, claims, releases and
-// every Gain and Lose call), and per lease the heartbeats (progress.go),
+// the control loop (Run's own goroutine: the view's updates, claims,
+// releases and every Gain and Lose call), and per lease the heartbeats (progress.go),
 // the renewer and the watchdog; the election of the compaction leader
 // runs beside them for the whole Run.
 package cluster
