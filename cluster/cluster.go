@@ -72,7 +72,9 @@ var (
 )
 
 // Options configure a Cluster. Client, ReplicaID, AdvertiseAddr, Gain and
-// Lose are required.
+// Lose are required. The Cluster does not watch etcd itself: its view of
+// the other replicas' member and shard keys is what Observe is handed (in
+// probed, by the etcd store's Follow).
 type Options struct {
 	// Client talks to etcd; the caller closes it after Run returned.
 	Client *clientv3.Client
