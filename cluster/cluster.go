@@ -20,16 +20,18 @@
 //   - The lease (lease.go): renewal gated by Heartbeat (progress.go: the
 //     heartbeats run beside the renewals), and the watchdog that declares
 //     the lease lost after a TTL without renewal.
-//   - The view (view.go) of the member and shard keys, kept by one etcd
-//     watch, and the assignment (assign.go) computed from it.
+//   - The view (view.go) of the member and shard keys, loaded at each join
+//     and then fed by Observe (stream.go) from the replica's one etcd
+//     watch, the etcd store's Follow; and the assignment (assign.go)
+//     computed from it.
 //   - Claims and releases (shards.go), the shard count pinned in P/meta
 //     (meta.go), the compaction leader (leader.go).
 //
 // # Goroutines
 //
 // Run owns every goroutine and waits for all of them before it returns:
-// the control loop (Run's own goroutine: the watch, claims, releases and
-// every Gain and Lose call), and per lease the heartbeats (progress.go),
+// the control loop (Run's own goroutine: the view's updates, claims,
+// releases and every Gain and Lose call), and per lease the heartbeats (progress.go),
 // the renewer and the watchdog; the election of the compaction leader
 // runs beside them for the whole Run.
 package cluster
@@ -70,7 +72,9 @@ var (
 )
 
 // Options configure a Cluster. Client, ReplicaID, AdvertiseAddr, Gain and
-// Lose are required.
+// Lose are required. The Cluster does not watch etcd itself: its view of
+// the other replicas' member and shard keys is what Observe is handed (in
+// probed, by the etcd store's Follow).
 type Options struct {
 	// Client talks to etcd; the caller closes it after Run returned.
 	Client *clientv3.Client
@@ -238,7 +242,10 @@ type Stats struct {
 	Lease   clientv3.LeaseID // this replica's lease; 0 when not a member
 	// Revision is the etcd revision of the member and shard keys the
 	// replica has caught up with and acted on.
-	Revision        int64
+	Revision int64
+	// Current is etcd's revision in the latest answer to a join or a
+	// renewal (a revision the replica's view of etcd should reach).
+	Current         int64
 	Renewals        uint64 // lease renewals
 	RenewalsSkipped uint64 // renewals not attempted: Heartbeat failed or was late
 	RenewalErrors   uint64 // renewal attempts etcd did not answer (each is retried)
@@ -258,6 +265,9 @@ type Cluster struct {
 	clock clockwork.Clock
 	log   *slog.Logger
 	ttl   time.Duration
+
+	// stream queues what Observe is handed for Run's goroutine.
+	stream *stream
 
 	mu sync.RWMutex
 	// view of the member and shard keys; written by Run's goroutine with
@@ -305,6 +315,7 @@ func New(opts Options) (*Cluster, error) {
 		log:       opts.Logger.With("replica", opts.ReplicaID),
 		ttl:       opts.LeaseTTL,
 		view:      newView(k),
+		stream:    newStream(),
 		releasing: make([]bool, opts.Shards),
 	}
 	c.batch.Store(batch)
@@ -407,6 +418,7 @@ func (c *Cluster) Stats() Stats {
 	}
 	c.mu.RUnlock()
 	st.Revision = c.revision.Load()
+	st.Current = c.newest.Load()
 	st.Renewals = c.renewals.Load()
 	st.RenewalsSkipped = c.skipped.Load()
 	st.RenewalErrors = c.renewErrors.Load()

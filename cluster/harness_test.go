@@ -18,8 +18,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/cluster"
+	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/internal/poll"
+	storeetcd "github.com/probed/probed/store/etcd"
 )
 
 // env is a cluster of replicas on real etcd servers in the test process.
@@ -121,6 +123,8 @@ type replica struct {
 	c     *cluster.Cluster
 	stuck atomic.Bool // Heartbeat fails
 	stop  func() error
+	// feed stops what feeds the view (startFeed).
+	feed func()
 
 	log logged
 
@@ -190,6 +194,7 @@ func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 	}
 	r.c = newCluster(e.t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
+	r.feed = startFeed(e.t, opts.Client, e.prefix, id, r.c)
 	done := make(chan error, 1)
 	go func() { done <- r.c.Run(ctx) }()
 	var once sync.Once
@@ -198,11 +203,53 @@ func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 		once.Do(func() {
 			cancel()
 			err = <-done
+			r.feed()
 		})
 		return err
 	}
 	e.t.Cleanup(func() { _ = r.stop() })
 	return r
+}
+
+// startFeed runs what feeds a replica's view in probed: the etcd store's
+// Follow, handing the member and shard keys to c.Observe (the engine's
+// deliveries are dropped), from etcd's current revision. A Follow that
+// fails starts again from etcd's revision then, as the engine does when
+// it reloads its view. The function returned stops it and waits.
+func startFeed(t *testing.T, cli *clientv3.Client, prefix, id string, c *cluster.Cluster) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id, Membership: c.Observe})
+	if err != nil {
+		cancel()
+		t.Fatalf("storeetcd.Open: %v", err)
+	}
+	// From before the replica joins, as the engine's view is.
+	resp, err := cli.Get(ctx, prefix+"meta")
+	if err != nil {
+		cancel()
+		t.Fatalf("get meta: %v", err)
+	}
+	after := resp.Header.Revision
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = s.Close() }()
+		for ctx.Err() == nil {
+			_ = s.Follow(ctx, storeetcd.Position(after), func(uint64, []*engine.Change) {})
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // etcd's leader lost
+			}
+			if resp, err := cli.Get(ctx, prefix+"meta"); err == nil {
+				after = resp.Header.Revision
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
 }
 
 func (r *replica) gain(ctx context.Context, shards []int, rev int64) error {

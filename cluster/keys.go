@@ -38,10 +38,9 @@ func (k keys) election() string        { return k.prefix + "leader/" }
 func (k keys) memberPrefix() string    { return k.prefix + "members/" }
 func (k keys) shardPrefix() string     { return k.prefix + "shards/" }
 
-// watched is the key range one watch follows, [start, end): from
-// P/members/ to the end of P/shards/, so that each revision's changes of
-// members and shards arrive together and in order. It also holds P/meta,
-// which the view ignores.
+// watched is the key range of the view, [start, end): from P/members/ to
+// the end of P/shards/, read whole at a join or a reload. It also holds
+// P/meta, which the view ignores.
 func (k keys) watched() (start, end string) {
 	return k.memberPrefix(), clientv3.GetPrefixRangeEnd(k.shardPrefix())
 }

@@ -189,11 +189,9 @@ type loop struct {
 	// context of Gain and of claims.
 	work context.Context
 
-	watch        clientv3.WatchChan // nil while none is open
-	stopWatch    context.CancelFunc
-	watchStarted time.Time
-	rewatchAt    time.Time // when to open the watch again; zero: now
-	resync       bool      // reload the view before watching (compacted)
+	// reloadAt: the view's keys could not be reloaded after a gap in
+	// the stream; try again then (zero: no reload pending).
+	reloadAt time.Time
 
 	// gone are shards the view saw deleted in the change that also
 	// deleted the member key: lost() passes them to Lose with the rest.
@@ -220,7 +218,6 @@ func (c *Cluster) serve(ctx context.Context, s *session) error {
 	defer cancelWork()
 	defer context.AfterFunc(ctx, cancelWork)()
 	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1), resumeRev: c.revision.Load()}
-	defer l.closeWatch()
 	defer func() {
 		if l.timer != nil {
 			l.timer.Stop()
@@ -233,25 +230,23 @@ func (c *Cluster) serve(ctx context.Context, s *session) error {
 		if ctx.Err() != nil {
 			return l.leave()
 		}
-		if l.watch == nil && !c.clock.Now().Before(l.rewatchAt) {
-			if err := l.openWatch(); err != nil {
-				return err
-			}
+		if c.opts.Client.Ctx().Err() != nil {
+			return permanent{errors.New("cluster: etcd client closed")}
 		}
 		l.arm(l.reconcile())
 		select {
 		case <-ctx.Done():
 		case <-s.ctx.Done():
 		case <-l.wake:
-		case wr, ok := <-l.watch:
-			l.receive(wr, ok)
+		case <-c.stream.wake:
 		}
+		l.follow()
 	}
 }
 
 // arm wakes the loop at t (if not zero).
 func (l *loop) arm(t time.Time) {
-	for _, at := range []time.Time{l.rewatchAt, l.retryAt} {
+	for _, at := range []time.Time{l.reloadAt, l.retryAt} {
 		if !at.IsZero() && l.c.clock.Now().Before(at) && (t.IsZero() || at.Before(t)) {
 			t = at
 		}
@@ -381,87 +376,70 @@ func (l *loop) gain() {
 	l.pending, l.pendingRev = nil, 0
 }
 
-// openWatch watches the member and shard keys from the view's next
-// revision, reloading the view first when etcd compacted it.
-func (l *loop) openWatch() error {
+// follow applies what the stream brought (Observe): each revision after
+// the view's, in order. A revision whose predecessor in the stream is
+// above the view's (the store's follow restarted later: the engine
+// reloaded its view, or the queue overflowed) reloads the member and
+// shard keys from etcd first, as a revision etcd compacted did for the
+// cluster's own watch before.
+func (l *loop) follow() {
 	c := l.c
-	if c.opts.Client.Ctx().Err() != nil {
-		return permanent{errors.New("cluster: etcd client closed")}
+	if !l.reloadAt.IsZero() && c.clock.Now().Before(l.reloadAt) {
+		return
 	}
-	from, end := c.keys.watched()
-	if l.resync {
-		gctx, cancel := c.timeout(l.s.ctx, c.ttl)
-		resp, err := c.opts.Client.Get(gctx, from, clientv3.WithRange(end))
-		cancel()
-		if err != nil {
-			c.log.Warn("cannot reload the member and shard keys; retrying", "err", err)
-			l.rewatchAt = c.clock.Now().Add(c.ttl / 3)
-			return nil
-		}
-		c.mu.Lock()
-		lost := c.view.load(resp.Kvs, resp.Header.Revision, l.s.lease)
-		c.mu.Unlock()
-		l.resync = false
-		l.afterChange(lost)
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.s.ctx))
-	l.watch = c.opts.Client.Watch(wctx, from, clientv3.WithRange(end), clientv3.WithRev(c.view.rev+1))
-	l.stopWatch = cancel
-	l.watchStarted = c.clock.Now()
-	l.rewatchAt = time.Time{}
-	return nil
-}
-
-func (l *loop) closeWatch() {
-	if l.stopWatch != nil {
-		l.stopWatch()
-	}
-	l.watch, l.stopWatch = nil, nil
-}
-
-// receive applies a watch response, and every other one already waiting.
-func (l *loop) receive(wr clientv3.WatchResponse, ok bool) {
-	for {
-		if !l.apply(wr, ok) {
-			return
-		}
-		select {
-		case wr, ok = <-l.watch:
-		default:
-			return
-		}
-	}
-}
-
-// apply applies one watch response; false when the watch ended (it is
-// opened again later).
-func (l *loop) apply(wr clientv3.WatchResponse, ok bool) bool {
-	c := l.c
-	if !ok || wr.Canceled || wr.Err() != nil {
-		l.closeWatch()
-		if wr.CompactRevision != 0 {
-			l.resync = true
-		}
-		// Open it again at once, unless it ended soon after it opened.
-		if again := l.watchStarted.Add(c.ttl / 3); c.clock.Now().Before(again) {
-			l.rewatchAt = again
-		}
-		if l.s.ctx.Err() == nil && l.run.Err() == nil {
-			c.log.Warn("watch of the member and shard keys ended; reopening", "err", wr.Err(), "revision", c.view.rev)
-		}
-		return false
+	entries := c.stream.take()
+	if len(entries) == 0 {
+		return
 	}
 	var lost []int
-	c.mu.Lock()
-	for _, ev := range wr.Events {
-		if sh := c.view.apply(ev, l.s.lease); sh >= 0 {
-			lost = append(lost, sh)
+	defer func() { l.afterChange(lost) }()
+	for i, o := range entries {
+		c.mu.Lock()
+		rev := c.view.rev
+		c.mu.Unlock()
+		if o.rev <= rev {
+			continue
 		}
+		if o.after > rev {
+			reloaded, ok := l.reload()
+			if !ok {
+				c.stream.putBack(entries[i:])
+				return
+			}
+			lost = append(lost, reloaded...)
+		}
+		c.mu.Lock()
+		for _, ev := range o.events {
+			if ev.Kv.ModRevision <= c.view.rev {
+				continue // in the view already (loaded at or after it)
+			}
+			if sh := c.view.apply(ev, l.s.lease); sh >= 0 {
+				lost = append(lost, sh)
+			}
+		}
+		c.view.rev = max(c.view.rev, o.rev)
+		c.mu.Unlock()
 	}
-	c.view.rev = max(c.view.rev, wr.Header.Revision)
-	c.mu.Unlock()
-	l.afterChange(lost)
-	return true
+}
+
+// reload replaces the view with etcd's member and shard keys; false
+// (retried after TTL/3) when etcd did not answer.
+func (l *loop) reload() (lost []int, ok bool) {
+	c := l.c
+	from, end := c.keys.watched()
+	gctx, cancel := c.timeout(l.s.ctx, c.ttl)
+	resp, err := c.opts.Client.Get(gctx, from, clientv3.WithRange(end))
+	cancel()
+	if err != nil {
+		c.log.Warn("cannot reload the member and shard keys; retrying", "err", err)
+		l.reloadAt = c.clock.Now().Add(c.ttl / 3)
+		return nil, false
+	}
+	l.reloadAt = time.Time{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log.Info("reloaded the member and shard keys: the store's follow skipped revisions", "from", c.view.rev, "to", resp.Header.Revision)
+	return c.view.load(resp.Kvs, resp.Header.Revision, l.s.lease), true
 }
 
 // afterChange handles what a change of the view took from this replica:
@@ -501,7 +479,6 @@ func (l *loop) afterChange(lost []int) {
 func (l *loop) lost() error {
 	c, s := l.c, l.s
 	cause := context.Cause(s.ctx)
-	l.closeWatch()
 	held := append(l.forget(), l.gone...)
 	slices.Sort(held)
 	c.leaseLosses.Add(1)
@@ -523,7 +500,6 @@ func (l *loop) lost() error {
 // then the lease is revoked. The renewer keeps the lease meanwhile.
 func (l *loop) leave() error {
 	c, s := l.c, l.s
-	l.closeWatch()
 	key := c.keys.member(c.opts.ReplicaID)
 	ctx, cancel := c.timeout(s.ctx, c.ttl)
 	_, err := c.opts.Client.Txn(ctx).

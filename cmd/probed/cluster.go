@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/probed/probed/cluster"
+	"github.com/probed/probed/cluster/replica"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/feature"
 	"github.com/probed/probed/server"
@@ -191,20 +192,10 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		}
 	}
 
-	// The engine exists only once the store is open; membership needs it
-	// (heartbeats, gains and losses) only once Run has started.
-	var eng *engine.Engine
-	engReady := make(chan struct{})
-	var cl *cluster.Cluster
 	health := &healthSwitch{serving: true}
-	inShards := func(shards []int) func(string) bool {
-		set := make(map[int]bool, len(shards))
-		for _, s := range shards {
-			set[s] = true
-		}
-		return func(name string) bool { return set[cl.ShardOf(name)] }
-	}
-	cl, err = cluster.New(cluster.Options{
+	// Membership drives the engine (gains, losses, heartbeats, the view's
+	// suspension) once the engine runs: b.join hands it over.
+	member, err := replica.Bind(cluster.Options{
 		Client:        client,
 		Prefix:        cc.prefix,
 		ReplicaID:     cc.replicaID,
@@ -213,85 +204,24 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Settle:        cc.settle,
 		Clock:         clockwork.NewRealClock(),
 		Logger:        log,
-		// The lease is renewed only while the replica gets its work done:
-		// its scheduler runs (Heartbeat), its writes go through and its
-		// view follows etcd (Stalled, within a lease TTL).
-		Heartbeat: func(ctx context.Context) error {
-			<-engReady
-			// The view's progress counts while the replica holds a
-			// lease: the revision its membership watch saw before a loss
-			// may belong to a history etcd no longer has (a restore).
-			var known uint64
-			if cl.LeaseValid() {
-				known = storeetcd.Position(cl.Stats().Revision)
-			}
-			if err := eng.Stalled(cc.leaseTTL, known); err != nil {
-				return err
-			}
-			return eng.Heartbeat(ctx)
-		},
-		Gain: func(ctx context.Context, shards []int, rev int64) error {
-			<-engReady
-			if err := eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
-				return err
-			}
-			err := eng.Own(ctx, eng.Names(inShards(shards))...)
-			if errors.Is(err, engine.ErrNotFound) { // deleted meanwhile
-				err = nil
-			}
-			return err
-		},
-		Lose: func(ctx context.Context, shards []int) error {
-			<-engReady
-			return eng.Disown(ctx, eng.Names(inShards(shards))...)
-		},
-		Observed: func() int64 {
-			select {
-			case <-engReady:
-				return storeetcd.EtcdRevision(eng.Revision())
-			default:
-				return 0
-			}
-		},
-		// A replica that lost its lease (etcd unreachable, or itself
-		// stuck) cannot vouch for its view: NOT_SERVING, reads and
-		// watches Unavailable until it rejoined and caught up.
-		Suspend: func(cause error) {
-			<-engReady
-			eng.Suspend(cause)
-			health.set(false)
-		},
-		Resume: func(ctx context.Context, rev int64, rewound bool) error {
-			<-engReady
-			// The cluster saw etcd go back in time (restored from a
-			// backup): the view followed a history etcd no longer has.
-			if rewound {
-				log.Error("etcd is not the one this replica's view followed (restored from a backup?): reloading the view", "revision", rev, "view", eng.Revision())
-				if err := eng.Reload(ctx); err != nil {
-					return err
-				}
-			}
-			if err := eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
-				return err
-			}
-			eng.Resume()
-			health.set(true)
-			return nil
-		},
-	})
+	}, health.set)
 	if err != nil {
 		closeClient()
 		return nil, err
 	}
+	cl := member.Cluster()
 	store, err := storeetcd.Open(ctx, storeetcd.Options{
-		Client:    client,
-		Prefix:    cc.prefix,
-		Fence:     cl.Fence,
-		Leading:   cl.Leading,
-		Compact:   cc.compact,
-		Settings:  clusterSettings(cfg),
-		ReplicaID: cc.replicaID,
-		Logger:    log,
+		Client:  client,
+		Prefix:  cc.prefix,
+		Fence:   cl.Fence,
+		Leading: cl.Leading,
+		// One etcd watch: the cluster's view of the members and shards
+		// comes from the store's follow.
+		Membership: cl.Observe,
+		Compact:    cc.compact,
+		Settings:   clusterSettings(cfg),
+		ReplicaID:  cc.replicaID,
+		Logger:     log,
 	})
 	if err != nil {
 		closeClient()
@@ -306,10 +236,8 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		replicas: replicas{cl},
 		replica:  cc.replicaID,
 		health:   health,
-		join: func(ctx context.Context, e *engine.Engine) error {
-			eng = e
-			close(engReady)
-			return cl.Run(ctx)
+		join: func(ctx context.Context, eng *engine.Engine) error {
+			return member.Run(ctx, eng, store)
 		},
 		stats: func() probedtel.ClusterStats {
 			st := cl.Stats()

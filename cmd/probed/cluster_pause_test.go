@@ -32,6 +32,34 @@ func TestClusterPausedReplicaProbesNothing(t *testing.T) {
 	run.waitStableReady(t, targets)
 
 	survivor, victim := run.replicas[0], run.replicas[1]
+	// Which wakes first at SIGCONT, the wheel's driver or the lease's
+	// loss that drops the targets, is up to the scheduler. A round where
+	// the loss came first runs nothing (checked), but does not show the
+	// check before due fires: it is run again, up to five rounds.
+	for round := 1; ; round++ {
+		if pausedRound(t, run, survivor, victim, round == 5) {
+			return
+		}
+		t.Logf("round %d: the lease's loss dropped the targets before the wheel handed out their overdue fires; again", round)
+		survivor.signal(t, syscall.SIGCONT)
+		pollUntil(t, victim.id+" to probe its shards again", 30*time.Second, func() string {
+			m := metricsText(t, victim.metrics)
+			if n := sumMetric(m, "probed_probes_scheduled"); n == 0 || countOwned(run.owners(t), victim.id) == 0 {
+				return fmt.Sprintf("%v probes scheduled", n)
+			}
+			return ""
+		})
+		run.waitStableReady(t, targets)
+	}
+}
+
+// pausedRound stops victim (SIGSTOP) past its lease, then the survivor
+// once it owns the victim's shards, continues the victim (SIGCONT) and
+// checks that it probes nothing. It reports whether the victim's wheel
+// handed out overdue fires, skipped for the lease, before the loss of the
+// lease dropped its targets; last: fail the test if it did not.
+func pausedRound(t *testing.T, run *clusterRun, survivor, victim *clusterReplica, last bool) bool {
+	t.Helper()
 	memberKey := clusterPrefix + "members/" + victim.id
 	before := victim.metricSum(t, "prober_probe_total{")
 	leaseSkips := victim.metricSum(t, `probed_scheduler_skipped_total{reason="lease"`)
@@ -63,14 +91,6 @@ func TestClusterPausedReplicaProbesNothing(t *testing.T) {
 	if victim.metricSum(t, "probed_cluster_owned_shards") > 0 {
 		t.Fatal("the continued replica owns shards again: the backends cannot tell whose the requests were")
 	}
-	// Its wheel hands the overdue fires out as it wakes, its lease
-	// watchdog's loss drops the targets a few goroutines later: the
-	// fires are skipped for the lease, or (without the check) run, some
-	// or all of them getting their request out before the targets are
-	// dropped.
-	if leaseSkips == 0 {
-		t.Errorf("the replica skipped no due run for its lease after SIGCONT (its overdue fires ran, or were dropped with their targets before they were due)\n%s", victim.clusterLog())
-	}
 	// A run in flight at SIGSTOP ends after SIGCONT: a few at most.
 	if requests > 5 {
 		t.Errorf("the replica sent %d probes after SIGCONT with its lease over (the survivors own them)\n%s", requests, victim.clusterLog())
@@ -78,6 +98,19 @@ func TestClusterPausedReplicaProbesNothing(t *testing.T) {
 	if ran := after - before; ran > 5 {
 		t.Errorf("the replica ran %v probes after SIGCONT with its lease over (the survivors own them)\n%s", ran, victim.clusterLog())
 	}
+	// Its wheel hands the overdue fires out as it wakes, its lease
+	// watchdog's loss drops the targets a few goroutines later: the
+	// fires are skipped for the lease, or (without the check) run, some
+	// or all of them getting their request out before the targets are
+	// dropped.
+	if leaseSkips > 0 || t.Failed() {
+		return true
+	}
+	if last {
+		t.Errorf("the replica skipped no due run for its lease after SIGCONT (its overdue fires ran, or were dropped with their targets before they were due)\n%s", victim.clusterLog())
+		return true
+	}
+	return false
 }
 
 // waitStopped waits until the replica's process is stopped (SIGSTOP

@@ -49,6 +49,10 @@ func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint6
 	// revision when it is inside it (some events of it may be later).
 	start := max(etcdRevision(after+1), 1)
 	f.last = start - 1
+	f.observed = f.last
+	// Where this Follow starts, for Membership: a view below it missed
+	// revisions, whether or not another comes soon.
+	f.observe(f.last, nil)
 	var err error
 	if f.specs, err = s.specsAt(ctx, f.last); err != nil {
 		return f.end(outer, err)
@@ -76,6 +80,9 @@ type follower struct {
 	deliver func(pos uint64, changes []*engine.Change)
 	// last is the etcd revision delivered last.
 	last int64
+	// observed is the etcd revision last handed to Membership (or the
+	// one Follow started after).
+	observed int64
 	// specs is every target's spec as of last.
 	specs map[string]*target.Spec
 }
@@ -111,41 +118,92 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 			if rev := resp.Header.Revision; rev > f.last {
 				f.last = rev
 				f.deliver(Position(rev), nil)
+				f.observe(rev, nil)
 				progressed = true
 			}
 			continue
 		}
-		var newest int64
-		for _, ev := range resp.Events {
-			rev := ev.Kv.ModRevision
+		delivered := f.last
+		var seen []observation // handed to Membership once delivered
+		for evs := resp.Events; len(evs) > 0; {
+			// The events of one revision: its P/events (delivered) and
+			// the other keys' (to Membership).
+			rev := evs[0].Kv.ModRevision
+			n := 1
+			for n < len(evs) && evs[n].Kv.ModRevision == rev {
+				n++
+			}
+			group := evs[:n]
+			evs = evs[n:]
 			if rev <= f.last {
 				continue // delivered before a reconnection
 			}
-			newest = max(newest, rev)
-			if string(ev.Kv.Key) != s.keys.events() {
-				continue
-			}
-			if ev.Type != clientv3.EventTypePut {
-				return progressed, corrupt(s.keys.events(), "deleted at revision %d", rev)
-			}
-			changes, err := f.batch(rev, ev.Kv.Value)
-			if err != nil {
-				return progressed, err
+			var others []*clientv3.Event
+			for _, ev := range group {
+				if string(ev.Kv.Key) != s.keys.events() {
+					others = append(others, ev)
+					continue
+				}
+				if ev.Type != clientv3.EventTypePut {
+					return progressed, corrupt(s.keys.events(), "deleted at revision %d", rev)
+				}
+				changes, err := f.batch(rev, ev.Kv.Value)
+				if err != nil {
+					return progressed, err
+				}
+				f.deliver(Position(rev), changes)
+				delivered = rev
+				progressed = true
 			}
 			f.last = rev
-			f.deliver(Position(rev), changes)
+			if s.membership != nil {
+				seen = append(seen, observation{rev, others})
+			}
+		}
+		if f.last > delivered {
+			// Revisions without events are folded into one delivery.
+			f.deliver(Position(f.last), nil)
 			progressed = true
 		}
-		if newest > f.last {
-			f.last = newest
-			f.deliver(Position(newest), nil)
-			progressed = true
+		for _, o := range seen {
+			f.observe(o.rev, o.events)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return progressed, err
 	}
 	return progressed, errWatchEnded
+}
+
+// observation is what Follow saw of the keys besides P/events at one
+// etcd revision.
+type observation struct {
+	rev    int64
+	events []*clientv3.Event
+}
+
+// observe hands the changes of the keys besides P/events at etcd
+// revision rev to Options.Membership.
+func (f *follower) observe(rev int64, events []*clientv3.Event) {
+	if f.s.membership == nil {
+		return
+	}
+	f.s.membership(f.observed, rev, events)
+	f.observed = rev
+}
+
+// RequestProgress asks etcd for a progress notification on Follow's
+// watch (every watch of the client without metadata of its own but
+// WithRequireLeader's): Follow then moves to etcd's current revision
+// although no key it watches changed, once etcd's watchers are synced.
+// An etcd shared with other clients moves its revision by their writes,
+// which Follow does not see otherwise before etcd's progress interval
+// (10 minutes at its default).
+func (s *Store) RequestProgress(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
 }
 
 // batch decodes the transaction of etcd revision rev for delivery: the

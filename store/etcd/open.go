@@ -38,6 +38,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		keys:         keys{prefix: o.Prefix},
 		fence:        o.Fence,
 		leading:      o.Leading,
+		membership:   o.Membership,
 		compact:      o.Compact,
 		log:          o.Logger.With("replica", o.ReplicaID),
 		clock:        o.Clock,

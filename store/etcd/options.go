@@ -36,6 +36,20 @@ type Options struct {
 	// trip. nil: no fencing (a single writer, tests). Creates are not
 	// fenced: any replica registers a target.
 	Fence func(name string) (key string, lease clientv3.LeaseID, ok bool)
+	// Membership, when set, is handed what Follow sees of the keys it
+	// watches besides P/events (the cluster's members and shards, P/meta),
+	// so that the cluster's view and the engine's follow one etcd watch
+	// (cluster.Observe): for each etcd revision Follow moves to, in order,
+	// Membership(after, rev, events) with events the changes of those keys
+	// at rev (none for a revision of P/events only, or a progress
+	// notification) and after the revision of the previous call made by
+	// the same Follow; each Follow first calls Membership(after, after,
+	// nil) with the revision it starts after. A consumer whose view is
+	// below after missed the revisions between (a Follow from a later
+	// position, after the engine reloaded its view).
+	// It is called on Follow's goroutine, after the revision's changes
+	// were delivered, and must not block.
+	Membership func(after, rev int64, events []*clientv3.Event)
 	// Leading says whether this replica compacts etcd's history
 	// (cluster.Leading); nil: it does.
 	Leading func() bool

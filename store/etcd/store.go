@@ -91,7 +91,9 @@ type Store struct {
 	keys    keys
 	fence   func(name string) (string, clientv3.LeaseID, bool)
 	leading func() bool
-	compact bool // Options.Compact
+	// membership is Options.Membership (nil: none).
+	membership func(after, rev int64, events []*clientv3.Event)
+	compact    bool // Options.Compact
 	// settings are Options.Settings.
 	settings map[string]string
 	// recorded is the watermark this replica last wrote (Compact).
