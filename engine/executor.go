@@ -266,16 +266,15 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 	return ch, nil
 }
 
-// end finishes the run of r that applied (or dropped) out: it tells the
-// waiting triggers, closes the checkers replaced during the run, frees the
-// ID of a retired runner, clears busy and releases what acquire counted.
-// entry.mu held.
+// end finishes the run of r that applied (or dropped) out: it closes the
+// checkers replaced during the run, frees the ID of a retired runner,
+// clears busy, releases what acquire counted and, last, tells the waiters
+// (triggers, Disown), so that a waiter finds the run ended in every
+// respect: not in flight, its checker closed. entry.mu held.
 func (x *executor) end(r *runner, res runResult) {
-	if a := r.after; a != nil {
-		r.after = nil
-		for _, w := range a.waiters {
-			w <- res
-		}
+	a := r.after
+	r.after = nil
+	if a != nil {
 		for _, c := range a.closing {
 			c.Close()
 		}
@@ -286,6 +285,11 @@ func (x *executor) end(r *runner, res runResult) {
 		x.freeID(r)
 	}
 	x.release()
+	if a != nil {
+		for _, w := range a.waiters {
+			w <- res // buffered: one per waiter
+		}
+	}
 }
 
 // retire stops r for good: its schedule, its run in progress (cancelled;
