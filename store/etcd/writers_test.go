@@ -26,6 +26,20 @@ type gatedKV struct {
 	clientv3.KV
 	closed  atomic.Bool
 	arrived chan *gatedTxn
+	mu      sync.Mutex
+	all     []*gatedTxn // every transaction that waited; guarded by mu
+}
+
+// open opens the gate and lets every transaction waiting at it through
+// (a test's cleanup, so that a failed test does not leave Commits
+// waiting).
+func (kv *gatedKV) open() {
+	kv.closed.Store(false)
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for _, t := range kv.all {
+		t.through()
+	}
 }
 
 func newGatedKV(kv clientv3.KV) *gatedKV {
@@ -58,6 +72,9 @@ func (t *gatedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 
 func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	if t.kv.closed.Load() {
+		t.kv.mu.Lock()
+		t.kv.all = append(t.kv.all, t)
+		t.kv.mu.Unlock()
 		t.kv.arrived <- t
 		select {
 		case <-t.open:
