@@ -93,6 +93,19 @@ type pendingChange struct {
 	change *Change    // nil for a barrier
 	done   chan error // nil when nobody waits
 	last   bool       // the last change of its unit (submit's changes, or a barrier)
+	// bytes is what change weighs against the store's batch limits
+	// (BatchLimiter.ChangeBytes), weighed once when submitted; 0 without
+	// limits.
+	bytes int
+}
+
+// pendingOf returns ch as a pending change, weighed.
+func (c *committer) pendingOf(ch *Change) pendingChange {
+	p := pendingChange{change: ch}
+	if c.limits != nil {
+		p.bytes = c.limits.ChangeBytes(ch)
+	}
+	return p
 }
 
 // commitStats count what the committer did, for metrics and benchmarks.
@@ -141,7 +154,7 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 		queue = &c.held
 	}
 	for i, ch := range changes {
-		p := pendingChange{change: ch}
+		p := c.pendingOf(ch)
 		if i == len(changes)-1 {
 			p.done, p.last = done, true
 		}
@@ -392,7 +405,11 @@ func (c *committer) logUnwritten(lost []pendingChange, err error) {
 // no change in flight (busy) nor in a unit it leaves pending, which it
 // marks busy until their Commit ends. A barrier (a unit with no change)
 // is taken only when idle (no batch in flight) and with every unit before
-// it; otherwise it and every unit after it stay pending.
+// it; otherwise it and every unit after it stay pending. Unless idle it
+// takes only a full batch (the next unit would exceed the limits): what
+// is pending meanwhile waits to fill one, so batches stay as large as
+// with one Commit at a time and more go to the store only when more is
+// pending than one batch takes.
 func (c *committer) take(idle bool) []pendingChange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -400,9 +417,13 @@ func (c *committer) take(idle bool) []pendingChange {
 	if c.limits != nil {
 		maxChanges, maxBytes = c.limits.BatchLimits()
 	}
+	if !idle && !c.fillsLocked(maxChanges, maxBytes) {
+		return nil // the cheap check, made at every submit
+	}
 	var batch, left []pendingChange
 	var skipped map[string]struct{} // targets of the units left pending
 	changes, bytes := 0, 0
+	full := false
 	i := 0
 	for i < len(c.pending) {
 		j := i
@@ -418,9 +439,7 @@ func (c *committer) take(idle bool) []pendingChange {
 			}
 			barrier = false
 			unitChanges++
-			if c.limits != nil {
-				unitBytes += c.limits.ChangeBytes(p.change)
-			}
+			unitBytes += p.bytes
 			_, inFlight := c.busy[p.change.Name]
 			_, behind := skipped[p.change.Name]
 			conflict = conflict || inFlight || behind
@@ -429,6 +448,7 @@ func (c *committer) take(idle bool) []pendingChange {
 			break
 		}
 		if c.limits != nil && len(batch) > 0 && (changes+unitChanges > maxChanges || bytes+unitBytes > maxBytes) {
+			full = true
 			break
 		}
 		if conflict {
@@ -447,7 +467,8 @@ func (c *committer) take(idle bool) []pendingChange {
 		}
 		i = j + 1
 	}
-	if len(batch) == 0 {
+	full = full || c.limits != nil && changes >= maxChanges
+	if len(batch) == 0 || !idle && !full {
 		return nil
 	}
 	for _, p := range batch {
@@ -460,6 +481,25 @@ func (c *committer) take(idle bool) []pendingChange {
 		c.pending = nil
 	}
 	return batch
+}
+
+// fillsLocked reports whether what is pending, busy targets or not,
+// exceeds a batch of the store's limits (false without limits); c.mu
+// held. It reads at most a batch's worth of it.
+func (c *committer) fillsLocked(maxChanges, maxBytes int) bool {
+	if c.limits == nil {
+		return false
+	}
+	changes, bytes := 0, 0
+	for _, p := range c.pending {
+		if p.change != nil {
+			changes, bytes = changes+1, bytes+p.bytes
+		}
+		if changes >= maxChanges || bytes > maxBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLocked ends batch's hold on its targets (take), once its Commit

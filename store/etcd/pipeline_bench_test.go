@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,34 +20,48 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/store/etcd"
 )
 
 // BenchmarkCommitsInFlight measures an engine's writes over a real etcd
-// that fsyncs (one member, on this host) with one Commit in flight at a
+// (one member, on this host), fsyncing as production etcd does (fsync)
+// and not (nofsync, as the tests run it), with one Commit in flight at a
 // time and with several (engine.Options.CommitsInFlight), side by side:
-// Creates from 64 goroutines at once (each returning once its target is
-// published: creates/s), and readiness transitions, each of 64 goroutines
-// triggering the probe of a target of its own whose endpoint answers 200
-// and 500 in turn, so that each run is a transition written and published
-// before the trigger returns (transitions/s).
+// Creates from 256 goroutines at once (each returning once its target is
+// published: creates/s), and readiness transitions, each of 256
+// goroutines triggering the probe of a target of its own whose endpoint
+// answers 200 and 500 in turn, so that each run is a transition written
+// and published before the trigger returns (transitions/s). 256 callers
+// keep about four of etcd's batches (63 changes) pending.
 func BenchmarkCommitsInFlight(b *testing.B) {
-	cli := startEtcd(b)
 	runs := 0
-	for _, kind := range []string{"creates", "transitions"} {
-		for _, inFlight := range []int{1, engine.DefaultCommitsInFlight} {
-			b.Run(fmt.Sprintf("%s/in-flight=%d", kind, inFlight), func(b *testing.B) {
-				runs++ // a prefix per run: -count runs again on the same etcd
-				eng := benchEngine(b, cli, fmt.Sprintf("/bench-%d/", runs), inFlight)
-				if kind == "creates" {
-					benchCreates(b, eng)
-				} else {
-					benchTransitions(b, eng)
-				}
-			})
+	for _, fsync := range []bool{true, false} {
+		var cli *clientv3.Client
+		name := "fsync"
+		if fsync {
+			cli = startEtcd(b)
+		} else {
+			cli, name = etcdtest.Start(b).Client(b), "nofsync"
+		}
+		for _, kind := range []string{"creates", "transitions"} {
+			for _, inFlight := range []int{1, engine.DefaultCommitsInFlight} {
+				b.Run(fmt.Sprintf("%s/%s/in-flight=%d", name, kind, inFlight), func(b *testing.B) {
+					runs++ // a prefix per run: -count runs again on the same etcd
+					eng := benchEngine(b, cli, fmt.Sprintf("/bench-%d/", runs), inFlight)
+					if kind == "creates" {
+						benchCreates(b, eng)
+					} else {
+						benchTransitions(b, eng)
+					}
+				})
+			}
 		}
 	}
 }
+
+// callers is how many goroutines call the engine at once.
+const callers = 256
 
 // benchEngine runs an engine over an etcd store under prefix until b ends.
 func benchEngine(b *testing.B, cli *clientv3.Client, prefix string, inFlight int) *engine.Engine {
@@ -55,6 +70,9 @@ func benchEngine(b *testing.B, cli *clientv3.Client, prefix string, inFlight int
 	eng, err := engine.Open(ctx, engine.Options{
 		Clock: clockwork.NewFakeClock(), Store: s, Checkers: check.New(check.Options{}),
 		Shards: 1, CommitsInFlight: inFlight,
+		// No probe runs on its own (their endpoints are not there);
+		// triggers still run.
+		MayProbe: func() bool { return false },
 	})
 	if err != nil {
 		cancel()
@@ -75,7 +93,7 @@ func benchEngine(b *testing.B, cli *clientv3.Client, prefix string, inFlight int
 func benchCreates(b *testing.B, eng *engine.Engine) {
 	ctx := context.Background()
 	var n atomic.Int64
-	b.SetParallelism(32)
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -86,6 +104,7 @@ func benchCreates(b *testing.B, eng *engine.Engine) {
 		}
 	})
 	b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "creates/s")
+	reportBatches(b, eng)
 }
 
 func benchTransitions(b *testing.B, eng *engine.Engine) {
@@ -104,13 +123,12 @@ func benchTransitions(b *testing.B, eng *engine.Engine) {
 	b.Cleanup(srv.Close)
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	const targets = 64
-	hour := int32(3_600_000)
+	targets := max(1, callers/runtime.GOMAXPROCS(0)) * runtime.GOMAXPROCS(0)
 	for i := range targets {
-		name := fmt.Sprintf("flip-%02d", i)
+		name := fmt.Sprintf("flip-%03d", i)
 		spec := &target.Spec{Name: name, ReadinessProbe: &probe.Spec{
-			Handler:            probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: int32(p), Path: "/" + name}},
-			PeriodMilliseconds: &hour, FailureThreshold: 1,
+			Handler:       probe.Handler{HTTPGet: &probe.HTTPGet{Host: host, Port: int32(p), Path: "/" + name}},
+			PeriodSeconds: 3600, FailureThreshold: 1,
 		}}
 		if _, err := eng.Create(ctx, spec); err != nil {
 			b.Fatal(err)
@@ -118,10 +136,10 @@ func benchTransitions(b *testing.B, eng *engine.Engine) {
 	}
 	var next atomic.Int64
 	before := eng.Stats().Changes
-	b.SetParallelism(targets / 2)
+	b.SetParallelism(targets / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		name := fmt.Sprintf("flip-%02d", (next.Add(1)-1)%targets)
+		name := fmt.Sprintf("flip-%03d", (next.Add(1)-1)%int64(targets))
 		for pb.Next() {
 			if _, _, err := eng.Trigger(ctx, name, probe.Readiness); err != nil {
 				b.Error(err)
@@ -130,4 +148,11 @@ func benchTransitions(b *testing.B, eng *engine.Engine) {
 		}
 	})
 	b.ReportMetric(float64(eng.Stats().Changes-before)/b.Elapsed().Seconds(), "transitions/s")
+	reportBatches(b, eng)
+}
+
+// reportBatches reports the changes per Commit.
+func reportBatches(b *testing.B, eng *engine.Engine) {
+	st := eng.Stats()
+	b.ReportMetric(float64(st.Changes)/float64(max(st.Commits, 1)), "changes/commit")
 }

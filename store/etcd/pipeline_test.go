@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 	cli := c.Client(t)
 	kv := newGatedKV(cli.KV)
 	cli.KV = kv
-	r := startReplica(t, open(t, cli, etcd.Options{ReplicaID: "a", RequestTimeout: -1}), nil)
+	s := open(t, cli, etcd.Options{ReplicaID: "a", RequestTimeout: -1})
+	r := startReplica(t, s, nil)
 	t.Cleanup(kv.open) // before the replica stops
 	ctx := t.Context()
 	spec := func(name, v string) *target.Spec {
@@ -59,15 +61,26 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 	}
 	update("a", "2")
 	waitBlocked(t, "engine.(*Engine).Update", 2) // a=2 is queued
+	// A full batch besides a=2: b=1 and 62 creates.
+	n, _ := s.BatchLimits()
+	var created sync.WaitGroup
+	for i := range n - 1 {
+		created.Go(func() {
+			if _, err := r.eng.Create(ctx, spec(fmt.Sprintf("c-%02d", i), "0")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 	update("b", "1")
 	b1 := kv.next(t)
 	if !b1.writes("b") || b1.writes("a") {
-		t.Fatalf("the second transaction in flight writes a (%t) or not b (%t): want b's only", b1.writes("a"), !b1.writes("b"))
+		t.Fatalf("the second transaction in flight writes a (%t) or not b (%t): want b's and the creates'", b1.writes("a"), !b1.writes("b"))
 	}
 	b1.through()
 	if got := <-updated; got != "b=1" {
 		t.Fatalf("%s done first, want b=1", got)
 	}
+	created.Wait()
 	a1.through()
 	a2 := kv.next(t)
 	if !a2.writes("a") {
