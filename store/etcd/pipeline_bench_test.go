@@ -11,10 +11,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine"
@@ -25,8 +29,9 @@ import (
 )
 
 // BenchmarkCommitsInFlight measures an engine's writes over a real etcd
-// (one member, on this host), fsyncing as production etcd does (fsync)
-// and not (nofsync, as the tests run it), with one Commit in flight at a
+// (one member, on this host), fsyncing as production etcd does (fsync),
+// the same reached with 2 ms more per request (fsync+rtt=2ms: an etcd
+// across a network), and not fsyncing (nofsync, as the tests run it), with one Commit in flight at a
 // time and with several (engine.Options.CommitsInFlight), side by side:
 // Creates from 256 goroutines at once (each returning once its target is
 // published: creates/s), and readiness transitions, each of 256
@@ -36,14 +41,16 @@ import (
 // keep about four of etcd's batches (63 changes) pending.
 func BenchmarkCommitsInFlight(b *testing.B) {
 	runs := 0
-	for _, fsync := range []bool{true, false} {
-		var cli *clientv3.Client
-		name := "fsync"
-		if fsync {
-			cli = startEtcd(b)
-		} else {
-			cli, name = etcdtest.Start(b).Client(b), "nofsync"
+	fsyncing := startEtcd(b)
+	for _, env := range []string{"fsync", "fsync+rtt=2ms", "nofsync"} {
+		cli := fsyncing
+		switch env {
+		case "fsync+rtt=2ms":
+			cli = delayedClient(b, fsyncing.Endpoints(), time.Millisecond)
+		case "nofsync":
+			cli = etcdtest.Start(b).Client(b)
 		}
+		name := env
 		for _, kind := range []string{"creates", "transitions"} {
 			for _, inFlight := range []int{1, engine.DefaultCommitsInFlight} {
 				b.Run(fmt.Sprintf("%s/%s/in-flight=%d", name, kind, inFlight), func(b *testing.B) {
@@ -58,6 +65,29 @@ func BenchmarkCommitsInFlight(b *testing.B) {
 			}
 		}
 	}
+}
+
+// delayedClient is a client of endpoints whose every request waits
+// delay before it is sent and after it is answered: a round trip of 2 ×
+// delay to an etcd elsewhere on the network (the watch is not delayed).
+func delayedClient(b *testing.B, endpoints []string, delay time.Duration) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				time.Sleep(delay)
+				err := invoker(ctx, method, req, reply, cc, opts...)
+				time.Sleep(delay)
+				return err
+			}),
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cli.Close() })
+	return cli
 }
 
 // callers is how many goroutines call the engine at once.
