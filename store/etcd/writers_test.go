@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
@@ -204,4 +206,45 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestConcurrentLostAnswersAppliedOnce: Commits in flight at once whose
+// transactions were applied but whose answers were lost are each found
+// applied by their retry, on their own writer key: every Commit succeeds
+// at the revision it was applied at, and the history has each change
+// once.
+func TestConcurrentLostAnswersAppliedOnce(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	kv := &lossyKV{KV: cli.KV}
+	cli.KV = kv
+	clock := clockwork.NewFakeClock()
+	autoAdvance(t, clock)
+	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	const n = 4
+	kv.lose(slices.Repeat([]fate{applied}, n)...)
+	changes := make([]*engine.Change, n)
+	var wg sync.WaitGroup
+	for i := range changes {
+		changes[i] = create(fmt.Sprintf("web-%d", i))
+		wg.Go(func() {
+			if err := s.Commit(t.Context(), []*engine.Change{changes[i]}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if kv.sent != 2*n+1 { // with Open's
+		t.Errorf("%d transactions sent, want %d (each lost once, then found applied)", kv.sent-1, 2*n)
+	}
+	st := load(t, open(t, c.Client(t), etcd.Options{ReplicaID: "b"}))
+	if len(st.Events) != n {
+		t.Fatalf("history %v, want %d events, one per change", revisions(st.Events), n)
+	}
+	for _, ch := range changes {
+		if !slices.ContainsFunc(st.Events, func(ev engine.Event) bool { return ev.Revision == ch.Event.Revision && ev.Name == ch.Name }) {
+			t.Errorf("%s committed at %d, not in the history %v", ch.Name, ch.Event.Revision, revisions(st.Events))
+		}
+	}
 }
