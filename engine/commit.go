@@ -447,10 +447,6 @@ func (c *committer) take(idle bool) []pendingChange {
 		if barrier && (!idle || len(left) > 0) {
 			break
 		}
-		if c.limits != nil && len(batch) > 0 && (changes+unitChanges > maxChanges || bytes+unitBytes > maxBytes) {
-			full = true
-			break
-		}
 		if conflict {
 			if skipped == nil {
 				skipped = make(map[string]struct{})
@@ -461,10 +457,15 @@ func (c *committer) take(idle bool) []pendingChange {
 				}
 			}
 			left = append(left, unit...)
-		} else {
-			batch = append(batch, unit...)
-			changes, bytes = changes+unitChanges, bytes+unitBytes
+			i = j + 1
+			continue
 		}
+		if c.limits != nil && len(batch) > 0 && (changes+unitChanges > maxChanges || bytes+unitBytes > maxBytes) {
+			full = true
+			break
+		}
+		batch = append(batch, unit...)
+		changes, bytes = changes+unitChanges, bytes+unitBytes
 		i = j + 1
 	}
 	full = full || c.limits != nil && changes >= maxChanges
