@@ -19,9 +19,18 @@ import (
 // pending (group commit: one transaction and one fsync for a burst, up to
 // the store's MaxBatch changes, never splitting a unit) and writes it. It
 // only writes: the engine's follow loop publishes what the store's Follow
-// delivers (follow.go), durable by then, in the store's order — which is
-// the order the changes were submitted in — and the waiters of a batch are
-// told once the feed has reached it.
+// delivers (follow.go), durable by then, in the store's order, and the
+// waiters of a batch are told once the feed has reached it.
+//
+// Over a PipelinedStore up to inFlight batches are written at once (batch
+// N+1 goes to the store while N is in flight): the store orders them, not
+// the committer, so no two batches in flight at once have a target in
+// common — a unit with a change of a target in flight (or of a unit left
+// pending before it) stays pending, in its order, for a later batch, and
+// units after it may pass it. The changes of one target are thus written,
+// and published, in the order submitted; those of different targets in
+// the order the store applied them. Over any other store one batch is in
+// flight at a time: the store's order is the order submitted.
 type committer struct {
 	store    Store
 	feed     *feed
@@ -51,9 +60,27 @@ type committer struct {
 	// outside it, queued behind it when it closes; guarded by mu.
 	held    []pendingChange
 	holding bool
-	// writing is when the Commit in progress began (the clock's Unix
+	// inFlight is the most Commits in flight at once (at least 1); set
+	// before run.
+	inFlight int
+	// busy are the targets with a change in a batch in flight; guarded by
+	// mu. take leaves their next changes pending.
+	busy map[string]struct{}
+	// writing is when the oldest Commit in flight began (the clock's Unix
 	// nanoseconds), 0 when none is (Stalled).
 	writing atomic.Int64
+}
+
+// flight is one batch handed to the store, and the outcome of its Commit.
+type flight struct {
+	batch   []pendingChange
+	changes []*Change // the batch's changes (none: only barriers)
+	start   time.Time
+	err     error
+	took    time.Duration
+	retry   bool // the retry of held changes
+	// settled is the changes' Change.settled, closed by written.
+	settled chan struct{}
 }
 
 // Back-off between retries of changes held because the store could not
@@ -68,6 +95,19 @@ type pendingChange struct {
 	change *Change    // nil for a barrier
 	done   chan error // nil when nobody waits
 	last   bool       // the last change of its unit (submit's changes, or a barrier)
+	// bytes is what change weighs against the store's batch limits
+	// (BatchLimiter.ChangeBytes), weighed once when submitted; 0 without
+	// limits.
+	bytes int
+}
+
+// pendingOf returns ch as a pending change, weighed.
+func (c *committer) pendingOf(ch *Change) pendingChange {
+	p := pendingChange{change: ch}
+	if c.limits != nil {
+		p.bytes = c.limits.ChangeBytes(ch)
+	}
+	return p
 }
 
 // commitStats count what the committer did, for metrics and benchmarks.
@@ -93,7 +133,8 @@ type BatchLimiter interface {
 }
 
 func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
-	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1)}
+	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1),
+		inFlight: 1, busy: make(map[string]struct{})}
 	c.limits, _ = store.(BatchLimiter)
 	return c
 }
@@ -115,7 +156,7 @@ func (c *committer) submit(changes []*Change, wait bool) (<-chan error, error) {
 		queue = &c.held
 	}
 	for i, ch := range changes {
-		p := pendingChange{change: ch}
+		p := c.pendingOf(ch)
 		if i == len(changes)-1 {
 			p.done, p.last = done, true
 		}
@@ -183,69 +224,137 @@ func (p pendingChange) notify(err error) {
 // pending and refuses more. A store error wrapping ErrUnavailable holds
 // the batch (nothing of it is published, its waiters wait) and retries it
 // with back-off, also while flushing on stop (until the store's Close
-// ends that). Any other store error but lost ownership stops it and is
-// returned: the engine must not go on with state it cannot persist.
+// ends that): while changes are held no other batch is taken, and the
+// held batch is retried alone once nothing else is in flight; the first
+// batch written ends the hold. Any other store error but lost ownership
+// stops it and is returned, once every batch in flight has ended: the
+// engine must not go on with state it cannot persist.
 func (c *committer) run(ctx context.Context) error {
-	stop := func() {
-		c.mu.Lock()
-		c.closed = ErrClosed
-		c.mu.Unlock()
-	}
 	stopping := false
-	var delay time.Duration // before retrying held changes; 0: none held
+	var failed error
+	results := make(chan *flight, c.inFlight)
+	var flying []*flight // in the order taken
+	// delay is the back-off before retrying held changes (0: none held);
+	// retry fires when it has passed (nil: not waiting), and due is set
+	// then until the held batch is retried.
+	var delay time.Duration
+	var retry clockwork.Timer
+	due := false
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	// outcome handles a Commit's outcome: it holds the batch (arming
+	// the retry) or not, or fails the committer.
+	outcome := func(f *flight) {
+		held, err := c.written(f)
+		switch {
+		case err != nil:
+			if failed == nil {
+				failed = err
+			}
+		case held:
+			if delay == 0 || f.retry {
+				// The first failure, or the retry failed again: back
+				// off further. (Batches in flight before the first
+				// failure that fail too are held with it.)
+				delay = min(max(2*delay, minHoldRetry), maxHoldRetry)
+				if retry != nil {
+					retry.Stop()
+				}
+				retry, due = c.clock.NewTimer(delay), false
+			}
+		case len(f.changes) > 0 && delay > 0:
+			// The store wrote: what it held goes out again now.
+			delay, due = 0, false
+			if retry != nil {
+				retry.Stop()
+				retry = nil
+			}
+			c.signal()
+		}
+	}
 	for {
-		wake, done := c.wake, ctx.Done()
-		var retry <-chan time.Time
-		var timer clockwork.Timer
-		if delay > 0 {
-			// Held changes are retried on the timer, not at each submit.
-			timer = c.clock.NewTimer(delay)
-			wake, retry = nil, timer.Chan()
-		}
-		if stopping {
-			done = nil
-		}
-		select {
-		case <-wake:
-		case <-retry:
-		case <-done:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
 		if !stopping && ctx.Err() != nil {
 			stopping = true
-			stop()
+			c.mu.Lock()
+			if c.closed == nil {
+				c.closed = ErrClosed
+			}
+			c.mu.Unlock()
 		}
-		// Write until nothing is left (or the store holds it): batches
-		// are bounded, and on stop everything is flushed, retries
-		// included.
-		for {
-			batch := c.take()
+		// Hand the store what may go: up to inFlight batches, or, while
+		// changes are held, the retry alone once it is due and nothing
+		// else is in flight. The flush on stop must not be cancelled with
+		// ctx (only by the store's Close, which bounds a shutdown).
+		for failed == nil && len(flying) < c.inFlight && (delay == 0 || due && len(flying) == 0) {
+			batch := c.take(len(flying) == 0)
 			if len(batch) == 0 {
 				break
 			}
-			// The flush on stop must not be cancelled with ctx (only by
-			// the store's Close, which bounds a shutdown). A failed write
-			// logs what it loses (refused).
-			held, err := c.write(context.WithoutCancel(ctx), batch)
-			if err != nil {
-				return err
+			f := c.begin(batch)
+			if f == nil {
+				continue // only barriers: told without the store
 			}
-			if held {
-				delay = min(max(2*delay, minHoldRetry), maxHoldRetry)
-				break
+			f.retry, due = delay > 0, false
+			if c.inFlight == 1 {
+				// One at a time: written here, as before pipelining.
+				c.writing.Store(f.start.UnixNano())
+				c.commit(context.WithoutCancel(ctx), f)
+				c.writing.Store(0)
+				outcome(f)
+				continue
 			}
-			delay = 0
-			if !stopping && ctx.Err() != nil {
-				stopping = true
-				stop()
+			flying = append(flying, f)
+			go func() {
+				c.commit(context.WithoutCancel(ctx), f)
+				results <- f
+			}()
+		}
+		c.markWriting(flying)
+		if len(flying) == 0 {
+			if failed != nil {
+				return failed
+			}
+			if stopping && delay == 0 && c.idle() {
+				return nil
 			}
 		}
-		if stopping && delay == 0 {
-			return nil
+		wake, done := c.wake, ctx.Done()
+		if stopping {
+			done = nil
+		}
+		var retried <-chan time.Time
+		if retry != nil {
+			retried = retry.Chan()
+		}
+		select {
+		case <-wake:
+		case <-retried:
+			retry, due = nil, true
+		case <-done:
+		case f := <-results:
+			flying = slices.DeleteFunc(flying, func(g *flight) bool { return g == f })
+			outcome(f)
 		}
 	}
+}
+
+// idle reports whether nothing is pending.
+func (c *committer) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) == 0
+}
+
+// markWriting records when the oldest Commit in flight began (Stalled).
+func (c *committer) markWriting(flying []*flight) {
+	if len(flying) == 0 {
+		c.writing.Store(0)
+		return
+	}
+	c.writing.Store(flying[0].start.UnixNano())
 }
 
 // pendingNow returns a copy of what is pending.
@@ -294,76 +403,170 @@ func (c *committer) logUnwritten(lost []pendingChange, err error) {
 }
 
 // take removes and returns what is pending, whole units of it, within the
-// store's batch limits (a unit over them alone).
-func (c *committer) take() []pendingChange {
+// store's batch limits (a unit over them alone): the units of targets with
+// no change in flight (busy) nor in a unit it leaves pending, which it
+// marks busy until their Commit ends. A barrier (a unit with no change)
+// is taken only when idle (no batch in flight) and with every unit before
+// it; otherwise it and every unit after it stay pending. Unless idle it
+// takes only a full batch (the next unit would exceed the limits): what
+// is pending meanwhile waits to fill one, so batches stay as large as
+// with one Commit at a time and more go to the store only when more is
+// pending than one batch takes.
+func (c *committer) take(idle bool) []pendingChange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(c.pending)
+	maxChanges, maxBytes := 0, 0
 	if c.limits != nil {
-		maxChanges, maxBytes := c.limits.BatchLimits()
-		n = 0
-		changes, bytes := 0, 0
-		for i, p := range c.pending {
-			if p.change != nil {
-				changes++
-				bytes += c.limits.ChangeBytes(p.change)
+		maxChanges, maxBytes = c.limits.BatchLimits()
+	}
+	if !idle && !c.fillsLocked(maxChanges, maxBytes) {
+		return nil // the cheap check, made at every submit
+	}
+	var batch, left []pendingChange
+	var skipped map[string]struct{} // targets of the units left pending
+	changes, bytes := 0, 0
+	full := false
+	i := 0
+	for i < len(c.pending) {
+		j := i
+		for j < len(c.pending)-1 && !c.pending[j].last {
+			j++
+		}
+		unit := c.pending[i : j+1]
+		barrier, conflict := true, false
+		unitChanges, unitBytes := 0, 0
+		for _, p := range unit {
+			if p.change == nil {
+				continue
 			}
-			if (changes > maxChanges || bytes > maxBytes) && n > 0 {
-				break
+			barrier = false
+			unitChanges++
+			unitBytes += p.bytes
+			_, inFlight := c.busy[p.change.Name]
+			_, behind := skipped[p.change.Name]
+			conflict = conflict || inFlight || behind
+		}
+		if barrier && (!idle || len(left) > 0) {
+			break
+		}
+		if conflict {
+			if skipped == nil {
+				skipped = make(map[string]struct{})
 			}
-			if p.last {
-				n = i + 1
+			for _, p := range unit {
+				if p.change != nil {
+					skipped[p.change.Name] = struct{}{}
+				}
 			}
+			left = append(left, unit...)
+			i = j + 1
+			continue
+		}
+		if c.limits != nil && len(batch) > 0 && (changes+unitChanges > maxChanges || bytes+unitBytes > maxBytes) {
+			full = true
+			break
+		}
+		batch = append(batch, unit...)
+		changes, bytes = changes+unitChanges, bytes+unitBytes
+		i = j + 1
+	}
+	full = full || c.limits != nil && changes >= maxChanges
+	if len(batch) == 0 || !idle && !full {
+		return nil
+	}
+	for _, p := range batch {
+		if p.change != nil {
+			c.busy[p.change.Name] = struct{}{}
 		}
 	}
-	batch := c.pending[:n:n]
-	c.pending = c.pending[n:]
+	c.pending = append(left, c.pending[i:]...)
 	if len(c.pending) == 0 {
 		c.pending = nil
 	}
 	return batch
 }
 
-// write commits one batch; its waiters are told once the follow loop has
-// published it. Changes the store refused as conflicting (a lost
-// ownership, a target that exists) are dropped, their waiters get the
-// reason, and the others are queued again; a batch the store could not
-// write for now (ErrUnavailable) is queued again whole and held is true;
-// any other store error is returned.
-func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool, err error) {
+// fillsLocked reports whether what is pending, busy targets or not,
+// exceeds a batch of the store's limits (false without limits); c.mu
+// held. It reads at most a batch's worth of it.
+func (c *committer) fillsLocked(maxChanges, maxBytes int) bool {
+	if c.limits == nil {
+		return false
+	}
+	changes, bytes := 0, 0
+	for _, p := range c.pending {
+		if p.change != nil {
+			changes, bytes = changes+1, bytes+p.bytes
+		}
+		if changes >= maxChanges || bytes > maxBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseLocked ends batch's hold on its targets (take), once its Commit
+// ended; c.mu held.
+func (c *committer) releaseLocked(batch []pendingChange) {
+	for _, p := range batch {
+		if p.change != nil {
+			delete(c.busy, p.change.Name)
+		}
+	}
+}
+
+// begin prepares batch's Commit, or, when it holds only barriers, tells
+// them once the feed has reached what was committed (take gives a barrier
+// only when no batch is in flight) and returns nil.
+func (c *committer) begin(batch []pendingChange) *flight {
 	changes := make([]*Change, 0, len(batch))
 	for _, p := range batch {
 		if p.change != nil {
 			changes = append(changes, p.change)
 		}
 	}
-	if len(changes) == 0 { // only barriers
+	if len(changes) == 0 {
 		c.mu.Lock()
 		committed := c.committed
 		c.mu.Unlock()
 		c.feed.whenReached(committed, func() { notify(batch, nil) })
-		return false, nil
+		return nil
 	}
-	// What follows the Commit precedes the changes' publication
-	// (Change.settled).
+	// What written does once the Commit returned precedes the changes'
+	// publication (Change.settled); it closes settled.
 	settled := make(chan struct{})
-	defer close(settled)
 	for _, ch := range changes {
 		ch.settled = settled
 	}
-	start := c.clock.Now()
-	c.writing.Store(start.UnixNano())
-	err = c.store.Commit(ctx, changes)
-	c.writing.Store(0)
-	if err != nil {
+	return &flight{batch: batch, changes: changes, start: c.clock.Now(), settled: settled}
+}
+
+// commit writes f's changes: the store's Commit, its outcome in f.
+func (c *committer) commit(ctx context.Context, f *flight) {
+	f.err = c.store.Commit(ctx, f.changes)
+	f.took = c.clock.Since(f.start)
+}
+
+// written handles the outcome of f's Commit; its waiters are told once
+// the follow loop has published it. Changes the store refused as
+// conflicting (a lost ownership, a target that exists) are dropped, their
+// waiters get the reason, and the others are queued again; a batch the
+// store could not write for now (ErrUnavailable) is queued again whole
+// and held is true; any other store error is returned.
+func (c *committer) written(f *flight) (held bool, err error) {
+	defer close(f.settled)
+	batch, changes := f.batch, f.changes
+	if err := f.err; err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			c.hold(batch, err)
 			return true, nil
 		}
 		return false, c.refused(batch, err)
 	}
+	c.mu.Lock()
+	c.releaseLocked(batch)
+	c.mu.Unlock()
 	c.writable()
-	took := c.clock.Since(start)
 	for _, ch := range changes {
 		if ch.entry != nil && ch.Target != nil {
 			ch.entry.adopt(ch)
@@ -377,7 +580,7 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 	c.mu.Unlock()
 	// Observed once durable, before anyone can see the changes: a client
 	// that saw an event finds it counted in the metrics.
-	c.onCommit(changes, took)
+	c.onCommit(changes, f.took)
 	// Written hooks run once durable too (a probe held behind its
 	// unwritten transition runs again): a client that saw the change
 	// finds the probe free to run.
@@ -390,10 +593,12 @@ func (c *committer) write(ctx context.Context, batch []pendingChange) (held bool
 
 // hold queues batch again, before what is pending, after the store failed
 // to write it with err (wrapping ErrUnavailable): nothing of it is
-// published and its waiters wait. The first failure logs and tells
+// published and its waiters wait. What is pending of its targets was left
+// behind it (take), so it stays behind it. The first failure logs and tells
 // onStore.
 func (c *committer) hold(batch []pendingChange, err error) {
 	c.mu.Lock()
+	c.releaseLocked(batch)
 	c.pending = append(batch, c.pending...)
 	c.stats.Unavailable++
 	first := c.unwritable == nil
@@ -471,6 +676,8 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 		c.fail(err)
 		return err
 	}
+	// Released with the retry queued below, under one lock: what is
+	// pending of the batch's targets stays behind the retry.
 	var gone []string
 	for n, why := range reasons {
 		if errors.Is(why, ErrOwnershipLost) {
@@ -504,6 +711,7 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 		return err
 	}
 	c.mu.Lock()
+	c.releaseLocked(batch)
 	c.pending = append(retry, c.pending...)
 	c.mu.Unlock()
 	if len(retry) > 0 {

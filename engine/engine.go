@@ -73,6 +73,8 @@ const (
 	// of events pending in one watcher and in all (watch.go).
 	DefaultWatchBufferBytes = 16 << 20
 	DefaultWatchTotalBytes  = 128 << 20
+	// DefaultCommitsInFlight is Options.CommitsInFlight's default.
+	DefaultCommitsInFlight = 4
 )
 
 // Options configure an Engine. Store and Checkers are required.
@@ -140,6 +142,14 @@ type Options struct {
 	// bound.
 	WatchBufferBytes, WatchTotalBytes int
 
+	// CommitsInFlight is the most batches written to a PipelinedStore
+	// (etcd) at once: batch N+1 goes to the store while N is in flight;
+	// default DefaultCommitsInFlight, at most the store's own
+	// CommitsInFlight; 1: one at a time. Over any other store (bbolt, where
+	// a Commit is an fsync and writers are serialised anyway) one batch is
+	// written at a time.
+	CommitsInFlight int
+
 	Tick   time.Duration // timer wheel tick; default 1ms
 	Shards int           // timer wheel shards; default GOMAXPROCS
 }
@@ -182,6 +192,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxUnwritten <= 0 {
 		o.MaxUnwritten = DefaultMaxUnwritten
+	}
+	if o.CommitsInFlight <= 0 {
+		o.CommitsInFlight = DefaultCommitsInFlight
 	}
 	if o.Tick <= 0 {
 		o.Tick = time.Millisecond
@@ -259,6 +272,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
 	e.commits.log = e.log
+	if p, ok := opts.Store.(PipelinedStore); ok {
+		e.commits.inFlight = max(1, min(opts.CommitsInFlight, p.CommitsInFlight()))
+	}
 	e.commits.onStore = opts.OnStoreError
 	e.exec = newExecutor(e.clock, &e.opts, func(ctx context.Context, r *runner, gen uint64) { e.step(ctx, r, gen) })
 	e.feed.onEvict = e.obs.WatcherEvicted

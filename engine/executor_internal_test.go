@@ -156,7 +156,7 @@ func TestStepWithoutRun(t *testing.T) {
 	if r.busy.Load() {
 		t.Error("the run left the probe busy")
 	}
-	if pending := e.commits.take(); len(pending) != 1 || pending[0].change != change {
+	if pending := e.commits.take(true); len(pending) != 1 || pending[0].change != change {
 		t.Errorf("submitted %d changes, want the transition", len(pending))
 	}
 

@@ -36,7 +36,7 @@ func (g *group) submit(changes []*Change, wait bool) (<-chan error, error) {
 		done = make(chan error, 1)
 	}
 	for i, ch := range changes {
-		p := pendingChange{change: ch}
+		p := g.c.pendingOf(ch)
 		if i == len(changes)-1 {
 			p.done = done
 		}

@@ -20,7 +20,8 @@ type stallSample struct {
 // whose view no longer follows the store, gives its targets up to another
 // (consul-esm#53). The scheduler's own progress is Heartbeat's business.
 //
-//   - A store write has been in progress for more than bound.
+//   - A store write has been in progress for more than bound (the
+//     oldest of those in flight).
 //   - The view has not reached, within bound, revision known of the
 //     store (over a SharedStore: the newest revision the caller has seen
 //     there; 0: not checked, and the sample is dropped). The revision known at one call is the

@@ -12,8 +12,9 @@ import (
 // implementation over bbolt (the embedded default), memory (tests) or etcd
 // (several replicas) slots in without touching the engine.
 //
-// The engine calls Load once, then Commit and Compact from one goroutine at
-// a time, and Follow from another. It publishes only what Follow delivers:
+// The engine calls Load once, then Commit from one goroutine at a time (a
+// PipelinedStore: from up to CommitsInFlight at once), Compact from one
+// goroutine at a time, and Follow from another. It publishes only what Follow delivers:
 // a store's ordered log is the one path by which changes become visible.
 type Store interface {
 	// Load returns everything stored. An unreadable or corrupt store is an
@@ -68,6 +69,19 @@ type SharedStore interface {
 	// Shared marks the store as written by several replicas, with the
 	// duties above.
 	Shared()
+}
+
+// A PipelinedStore is a Store whose Commit may be called again before an
+// earlier call returned: up to CommitsInFlight calls at once (etcd, where
+// a Commit is a network round trip and a raft round). The engine never has
+// two changes of one target in flight at once, nor splits a unit across
+// Commits; the store applies each Commit atomically, in an order of its
+// own, and its revisions and Follow's order are that order. Over any other
+// Store the engine writes one batch at a time.
+type PipelinedStore interface {
+	Store
+	// CommitsInFlight is the most Commit calls the store takes at once.
+	CommitsInFlight() int
 }
 
 // Stored is what Load returns.

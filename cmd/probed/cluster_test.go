@@ -147,7 +147,7 @@ func TestClusterKillReplica(t *testing.T) {
 
 // TestClusterStopReplica: SIGSTOP a replica past its lease TTL, then
 // SIGCONT: etcd holds no write of it made after its lease expired (its
-// P/writers key's history against the deletion of its member key), and it
+// P/writers keys' history against the deletion of its member key), and it
 // rejoins and owns shards again.
 func TestClusterStopReplica(t *testing.T) {
 	clusterLong(t)
@@ -222,7 +222,10 @@ func TestClusterStopReplica(t *testing.T) {
 	if expired == 0 || expired > contRev || rejoinedRev == 0 {
 		t.Fatalf("member key history %s: want a deletion between revisions %d (SIGSTOP) and %d (SIGCONT), then a put", clusterEvents(members), stoppedRev, contRev)
 	}
+	// Its writer keys: P/writers/<id>, and P/writers/<id>/<k> of the
+	// Commits in flight beside another.
 	writes := etcdHistory(t, ctx, run.cli, clusterPrefix+"writers/"+victim.id, false, upTo)
+	writes = append(writes, etcdHistory(t, ctx, run.cli, clusterPrefix+"writers/"+victim.id+"/", true, upTo)...)
 	var before, stale, after int
 	for _, ev := range writes {
 		switch rev := ev.Kv.ModRevision; {

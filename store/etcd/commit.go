@@ -18,10 +18,14 @@ import (
 //
 // The transaction compares: for a Create, that the target's spec key does
 // not exist; with Options.Fence, for every other change, that its shard's
-// key is on this replica's lease; and that P/writers/<id> is as this
-// store last wrote it. Then it puts each target's spec (SpecChanged) and
-// status, or deletes both (Delete), puts the batch in P/events, and puts
-// its own value in P/writers/<id>. A refused compare writes nothing: the
+// key is on this replica's lease; and that the writer key it holds
+// (P/writers/<id>, or P/writers/<id>/<k> while other Commits are in
+// flight) is as this store last wrote it. Then it puts each target's spec
+// (SpecChanged) and status, or deletes both (Delete), puts the batch in
+// P/events, and puts its own value in that writer key. Up to
+// MaxCommitsInFlight Commits may run at once (CommitsInFlight); etcd
+// applies them in an order of its own, so the caller gives concurrent
+// Commits no target in common. A refused compare writes nothing: the
 // error is an *engine.ConflictError naming each refused target with a
 // reason wrapping engine.ErrAlreadyExists or engine.ErrOwnershipLost. A
 // target whose Fence says this replica does not own it is refused so
@@ -64,14 +68,16 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 
 	ctx, cancel := s.bind(ctx) // Close ends the retries too
 	defer cancel()
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	s.seq++
-	mine := fmt.Sprintf("%s:%d", s.instance, s.seq)
+	w, err := s.writers.take(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd store: commit: %w", s.done(ctx))
+	}
+	defer s.writers.give(w)
+	mine := fmt.Sprintf("%s:%d", s.instance, s.seq.Add(1))
 	for {
 		var resp *clientv3.TxnResponse
 		err := s.retry(ctx, "commit", func(rctx context.Context) (err error) {
-			resp, err = s.txn(rctx, p, mine).Commit()
+			resp, err = s.txn(rctx, p, w, mine).Commit()
 			return err
 		})
 		if err != nil {
@@ -83,12 +89,12 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 			}
 			return fmt.Errorf("etcd store: commit: %w", err)
 		}
-		rev, err := s.outcome(p, mine, resp)
+		rev, err := s.outcome(p, w, mine, resp)
 		if err != nil {
 			return err
 		}
 		if rev == 0 {
-			continue // P/writers/<id> moved: again, comparing its new revision
+			continue // the writer key moved: again, comparing its new revision
 		}
 		for i, c := range changes {
 			c.SetRevision(revision(rev, i))
@@ -97,27 +103,33 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	}
 }
 
-// txn is the transaction of p, putting mine into P/writers/<id>.
-func (s *Store) txn(ctx context.Context, p *plan, mine string) clientv3.Txn {
+// CommitsInFlight returns MaxCommitsInFlight: Commit may be called from
+// that many goroutines at once (engine.PipelinedStore). Each takes a
+// writer key of its own; etcd applies concurrent transactions in an order
+// of its own, which their revisions and Follow's order are.
+func (s *Store) CommitsInFlight() int { return MaxCommitsInFlight }
+
+// txn is the transaction of p, putting mine into the writer key w.
+func (s *Store) txn(ctx context.Context, p *plan, w *writer, mine string) clientv3.Txn {
 	cmps := make([]clientv3.Cmp, 0, len(p.checks)+1)
 	reads := make([]clientv3.Op, 0, len(p.checks)+1)
 	for _, chk := range p.checks {
 		cmps = append(cmps, chk.cmp())
 		reads = append(reads, clientv3.OpGet(chk.key, clientv3.WithKeysOnly()))
 	}
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.writer), "=", s.writerRev))
-	reads = append(reads, clientv3.OpGet(s.writer))
-	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(s.writer, mine))
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev))
+	reads = append(reads, clientv3.OpGet(w.key))
+	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(w.key, mine))
 	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...)
 }
 
-// outcome reads the answer to p's transaction, which put mine into
-// P/writers/<id>: the etcd revision it was applied at, 0 when it must be
-// tried again (P/writers/<id> was written by another store of this
-// replica ID), or the conflicts that refused it.
-func (s *Store) outcome(p *plan, mine string, resp *clientv3.TxnResponse) (int64, error) {
+// outcome reads the answer to p's transaction, which put mine into the
+// writer key w: the etcd revision it was applied at, 0 when it must be
+// tried again (w was written by another store of this replica ID), or
+// the conflicts that refused it.
+func (s *Store) outcome(p *plan, w *writer, mine string, resp *clientv3.TxnResponse) (int64, error) {
 	if resp.Succeeded {
-		s.writerRev = resp.Header.Revision
+		w.rev = resp.Header.Revision
 		return resp.Header.Revision, nil
 	}
 	if len(resp.Responses) != len(p.checks)+1 {
@@ -127,16 +139,16 @@ func (s *Store) outcome(p *plan, mine string, resp *clientv3.TxnResponse) (int64
 	if kvs := resp.Responses[len(p.checks)].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		if string(kvs[0].Value) == mine {
 			// An attempt whose answer was lost was applied.
-			s.writerRev = kvs[0].ModRevision
+			w.rev = kvs[0].ModRevision
 			return kvs[0].ModRevision, nil
 		}
 		writerRev = kvs[0].ModRevision
-		if writerRev != s.writerRev {
+		if writerRev != w.rev {
 			who := "another store with this replica ID (two replicas with one --replica-id?)"
 			if strings.HasPrefix(string(kvs[0].Value), s.instance+":") {
 				who = "a transaction of this store whose Commit gave up before knowing its outcome"
 			}
-			s.log.Warn("etcd store: "+s.writer+" was written by "+who, "value", string(kvs[0].Value))
+			s.log.Warn("etcd store: "+w.key+" was written by "+who, "value", string(kvs[0].Value))
 		}
 	}
 	refused := make(map[string]error)
@@ -154,8 +166,8 @@ func (s *Store) outcome(p *plan, mine string, resp *clientv3.TxnResponse) (int64
 			}
 		}
 	}
-	moved := writerRev != s.writerRev
-	s.writerRev = writerRev
+	moved := writerRev != w.rev
+	w.rev = writerRev
 	switch {
 	case len(refused) > 0:
 		return 0, &engine.ConflictError{Refused: refused}

@@ -47,25 +47,18 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		instance:     hex.EncodeToString(nonce[:]),
 		settings:     o.Settings,
 	}
-	s.id, s.writer = o.ReplicaID, s.keys.writer(o.ReplicaID)
+	s.id, s.writers = o.ReplicaID, newWriters(s.keys.writer(o.ReplicaID))
 	s.ctx, s.close = context.WithCancel(context.Background())
 	if err := s.checkSchema(ctx); err != nil {
 		s.close()
 		return nil, err
 	}
 	err := s.retry(ctx, "open", func(rctx context.Context) error {
-		resp, err := s.cli.Get(rctx, s.writer)
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) > 0 {
-			s.writerRev = resp.Kvs[0].ModRevision
-		}
-		return nil
+		return s.writers.read(rctx, s.cli)
 	})
 	if err != nil {
 		s.close()
-		return nil, fmt.Errorf("etcd store: read %s: %w", s.writer, err)
+		return nil, fmt.Errorf("etcd store: read %s: %w", s.writers.base, err)
 	}
 	return s, nil
 }

@@ -19,7 +19,7 @@ const (
 )
 
 // plan is the transaction of one Commit, but for what concerns
-// P/writers/<id> (its compare changes between attempts).
+// its writer key (its compare changes between attempts).
 type plan struct {
 	// checks are the compares; the other branch reads their keys, in the
 	// same order.
@@ -146,7 +146,7 @@ func (s *Store) plan(changes []*engine.Change) (p *plan, refused map[string]erro
 	for _, chk := range p.checks {
 		p.bytes += 2 * (len(chk.key) + opOverhead) // the compare and the read of the other branch
 	}
-	p.bytes += 3 * (len(s.writer) + opOverhead) // its compare, put and read
+	p.bytes += 3 * (len(s.writers.key(MaxCommitsInFlight-1)) + opOverhead) // its writer key's compare, put and read
 	return p, refused, nil
 }
 

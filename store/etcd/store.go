@@ -16,7 +16,8 @@
 //	P/events           the changes of the last transaction (codec.MarshalBatch);
 //	                   rewritten by every transaction, so etcd's history of this
 //	                   key is the event log
-//	P/writers/<id>     the last transaction of the replica <id> (idempotency)
+//	P/writers/<id>     the last transaction of the replica <id> (idempotency),
+//	P/writers/<id>/<k> and of its k-th other Commit in flight at once (k < 16)
 //	P/watermarks/<id>  the oldest revision the replica <id> still needs
 //	                   (only with Options.Compact)
 //
@@ -35,13 +36,15 @@
 // A Commit compares, in the same transaction: that each created target's
 // spec key does not exist; with Options.Fence, that each written target's
 // shard key is on this replica's lease; and that P/writers/<id> is what
-// this store last wrote there. When a compare fails, nothing is written
+// this store last wrote there (or in the writer key P/writers/<id>/<k> the
+// Commit holds: up to MaxCommitsInFlight Commits run at once, each on a key
+// of its own, and etcd orders them). When a compare fails, nothing is written
 // and the transaction's other branch reads the compared keys, which says
 // which changes conflict (*engine.ConflictError). Transient etcd failures
 // (no leader, a timeout, an unreachable member) are retried with backoff
 // until the Commit's context ends; a transaction whose outcome was unknown
 // is never applied twice: each carries a value of its own for
-// P/writers/<id>, and a retry that finds it there has succeeded already.
+// its writer key, and a retry that finds it there has succeeded already.
 //
 // # Goroutines
 //
@@ -109,18 +112,14 @@ type Store struct {
 	ctx   context.Context
 	close context.CancelFunc
 
-	// id is Options.ReplicaID; writer is P/writers/<id>.
-	id, writer string
-	// commitMu serialises Commit: P/writers/<id> is this store's to
-	// write, one transaction at a time.
-	commitMu sync.Mutex
-	// instance names this Store's transactions in P/writers/<id>
+	// id is Options.ReplicaID; writers are its writer keys
+	// (P/writers/<id> and P/writers/<id>/<k>), one per Commit in flight.
+	id      string
+	writers *writers
+	// instance names this Store's transactions in its writer keys
 	// (random: a restarted replica never repeats a predecessor's).
 	instance string
-	seq      uint64 // transactions attempted; guarded by commitMu
-	// writerRev is the mod revision of P/writers/<id> as this store last
-	// saw it (0: absent); guarded by commitMu.
-	writerRev int64
+	seq      atomic.Uint64 // transactions attempted
 
 	mu sync.Mutex
 	// loaded is the specs Load read, kept for a Follow from the same
