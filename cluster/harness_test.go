@@ -317,6 +317,13 @@ func (r *replica) lose(ctx context.Context, shards []int) error {
 	return nil
 }
 
+// dropped returns copies of the recorded Drop calls.
+func (r *replica) dropped() [][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.drops)
+}
+
 // calls returns copies of the recorded Gain and Lose calls.
 func (r *replica) calls() ([]gainCall, []loseCall) {
 	r.mu.Lock()
