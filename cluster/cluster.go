@@ -296,9 +296,11 @@ type Cluster struct {
 	// joined yet, or lost: set to 0 as soon as the loss is noticed).
 	lease clientv3.LeaseID
 	// releasing: shards whose release has begun; Owns is false, Fence
-	// still holds until the key is deleted, and Owns stays false until
-	// the stream has shown the deletion.
-	releasing []bool
+	// still holds until the key is deleted. releasedAt: the revision of
+	// the release's answer (0: none yet), as of which the key is no
+	// longer on the lease; Owns stays false until the stream is there.
+	releasing  []bool
+	releasedAt []int64
 	// streamed is the member and shard keys as the replica's stream
 	// (Observe) established them, revision by revision, with no claim or
 	// release applied ahead of it: Owns answers from it, so that the
@@ -340,15 +342,16 @@ func New(opts Options) (*Cluster, error) {
 	}
 	k := newKeys(opts.Prefix, opts.Shards)
 	c := &Cluster{
-		opts:      opts,
-		keys:      k,
-		clock:     opts.Clock,
-		log:       opts.Logger.With("replica", opts.ReplicaID),
-		ttl:       opts.LeaseTTL,
-		view:      newView(k),
-		streamed:  newView(k),
-		stream:    newStream(),
-		releasing: make([]bool, opts.Shards),
+		opts:       opts,
+		keys:       k,
+		clock:      opts.Clock,
+		log:        opts.Logger.With("replica", opts.ReplicaID),
+		ttl:        opts.LeaseTTL,
+		view:       newView(k),
+		streamed:   newView(k),
+		stream:     newStream(),
+		releasing:  make([]bool, opts.Shards),
+		releasedAt: make([]int64, opts.Shards),
 	}
 	c.batch.Store(batch)
 	c.view.bad = func(id string, err error) {
@@ -381,7 +384,14 @@ func (c *Cluster) Owns(name string) bool {
 // ownsLocked: shard s is this replica's to probe, as of the stream; mu
 // held.
 func (c *Cluster) ownsLocked(s int) bool {
-	return c.lease != 0 && c.streamed.owners[s].lease == c.lease && !c.releasing[s]
+	return c.lease != 0 && c.streamed.owners[s].lease == c.lease && !c.releasingLocked(s)
+}
+
+// releasingLocked: shard s's release has begun and the stream has not
+// reached its end (the key's deletion, or the answer that found it on
+// another lease); mu held.
+func (c *Cluster) releasingLocked(s int) bool {
+	return c.releasing[s] && (c.releasedAt[s] == 0 || c.streamed.rev < c.releasedAt[s])
 }
 
 // Owner is the replica that owns the named target's shard, from the

@@ -163,6 +163,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	c.streamed.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
 	c.lease = s.lease
 	clear(c.releasing)
+	clear(c.releasedAt)
 	members := len(c.view.members)
 	c.mu.Unlock()
 	c.revision.Store(rev)
@@ -336,7 +337,7 @@ func (l *loop) regain(p plan) {
 	var regain []int
 	var claimed int64
 	for _, sh := range p.keep {
-		if c.releasing[sh] {
+		if c.releasing[sh] && c.releasedAt[sh] == 0 { // stalled
 			c.releasing[sh] = false
 			if c.ownsLocked(sh) {
 				regain = append(regain, sh)
@@ -518,5 +519,6 @@ func (l *loop) forget() []int {
 	slices.Sort(held)
 	c.view.load(nil, c.view.rev, 0)
 	clear(c.releasing)
+	clear(c.releasedAt)
 	return held
 }

@@ -84,7 +84,7 @@ func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
 	c.owning.Lock() // a Gain under way ends before Lose begins
 	c.mu.Lock()
 	for _, sh := range shards {
-		c.releasing[sh] = true
+		c.releasing[sh], c.releasedAt[sh] = true, 0
 	}
 	c.mu.Unlock()
 	c.owning.Unlock()
@@ -111,11 +111,10 @@ func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
 			released++
 		}
 		// Not ok: the key is no longer on this lease, lost. Either way
-		// the stream shows the key leave the lease (Observe ends the
-		// release then), or has shown it.
-		if c.streamed.owners[sh].lease != s.lease {
-			c.releasing[sh] = false
-		}
+		// it is not this replica's as of rev: the release ends when the
+		// stream gets there (before, the stream may still bring the
+		// claim, which must not be gained).
+		c.releasedAt[sh] = rev
 	})
 	c.releases.Add(uint64(released))
 	return shards[handled:], err

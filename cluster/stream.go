@@ -91,26 +91,30 @@ func (c *Cluster) own(rev int64, events []*clientv3.Event) {
 	c.owning.Lock()
 	defer c.owning.Unlock()
 	c.mu.Lock()
-	var gained, dropped []int
+	var touched []int
+	var was []bool
 	for _, ev := range events {
-		s, ok := c.keys.parseShard(string(ev.Kv.Key))
-		if !ok {
-			continue // members matter to the assignment only (the view's)
+		if s, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
+			touched = append(touched, s)
+			was = append(was, c.ownsLocked(s))
 		}
-		was := c.ownsLocked(s)
-		mine := c.lease != 0 && c.streamed.owners[s].lease == c.lease
-		c.streamed.apply(ev, 0)
-		if mine && c.streamed.owners[s].lease != c.lease {
-			c.releasing[s] = false // released (or lost while releasing)
-		}
-		switch now := c.ownsLocked(s); {
-		case now && !was:
-			gained = append(gained, s)
-		case was && !now:
-			dropped = append(dropped, s)
+		// Members matter to the assignment only (the view's).
+	}
+	for _, ev := range events {
+		if _, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
+			c.streamed.apply(ev, 0)
 		}
 	}
 	c.streamed.rev = max(c.streamed.rev, rev)
+	var gained, dropped []int
+	for i, s := range touched {
+		switch now := c.ownsLocked(s); {
+		case now && !was[i]:
+			gained = append(gained, s)
+		case was[i] && !now:
+			dropped = append(dropped, s)
+		}
+	}
 	c.mu.Unlock()
 	if len(dropped) > 0 {
 		slices.Sort(dropped)
@@ -134,27 +138,27 @@ func (c *Cluster) ownReloaded(kvs []*mvccpb.KeyValue, rev int64) {
 	fresh := newView(c.keys)
 	fresh.load(kvs, rev, 0)
 	c.mu.Lock()
-	var gained, dropped []int
-	var claimed int64 // the newest claim among gained
+	was := make([]bool, len(fresh.owners))
+	for s := range fresh.owners {
+		was[s] = c.ownsLocked(s)
+	}
 	for s, o := range fresh.owners {
-		if c.streamed.owners[s].rev >= rev {
-			continue // the stream is past the reload there
-		}
-		was := c.ownsLocked(s)
-		mine := c.lease != 0 && c.streamed.owners[s].lease == c.lease
-		c.streamed.setOwner(s, o)
-		if mine && o.lease != c.lease {
-			c.releasing[s] = false
-		}
-		switch now := c.ownsLocked(s); {
-		case now && !was:
-			gained = append(gained, s)
-			claimed = max(claimed, o.rev)
-		case was && !now:
-			dropped = append(dropped, s)
+		if c.streamed.owners[s].rev < rev { // else the stream is past the reload there
+			c.streamed.setOwner(s, o)
 		}
 	}
 	c.streamed.rev = max(c.streamed.rev, rev)
+	var gained, dropped []int
+	var claimed int64 // the newest claim among gained
+	for s := range fresh.owners {
+		switch now := c.ownsLocked(s); {
+		case now && !was[s]:
+			gained = append(gained, s)
+			claimed = max(claimed, c.streamed.owners[s].rev)
+		case was[s] && !now:
+			dropped = append(dropped, s)
+		}
+	}
 	c.mu.Unlock()
 	if len(dropped) > 0 {
 		c.opts.Drop(dropped)
