@@ -31,9 +31,10 @@
 //
 // Run owns every goroutine and waits for all of them before it returns:
 // the control loop (Run's own goroutine: the view's updates, claims,
-// releases and every Gain and Lose call), and per lease the heartbeats (progress.go),
+// releases and every Lose call), and per lease the heartbeats (progress.go),
 // the renewer and the watchdog; the election of the compaction leader
-// runs beside them for the whole Run.
+// runs beside them for the whole Run. Gain and Drop run mostly on the
+// goroutine that feeds Observe (the engine's follow), under owning.
 package cluster
 
 import (
@@ -113,21 +114,36 @@ type Options struct {
 	// only after a call returned nil. It must return when its context
 	// ends. nil: always progressing (tests and tools; probed passes one).
 	Heartbeat func(ctx context.Context) error
-	// Gain is called with the shards this replica now owns (sorted) and
-	// the etcd revision of their claim: the caller makes its view catch up
-	// with that revision, then probes their targets. Owns already reports
-	// them owned. An error other than the context's is retried after
-	// LeaseTTL/3; the shards stay claimed.
-	Gain func(ctx context.Context, shards []int, rev int64) error
+	// Gain is called with shards this replica now owns (sorted) and the
+	// etcd revision of their claim, for the caller to probe their targets:
+	// from Observe, on the store's follow goroutine, when the claim's
+	// revision arrives in the stream (the engine's view is exactly at rev:
+	// everything the previous owner wrote is in it, nothing later); from
+	// Run's goroutine when a view reloaded after a gap in the stream
+	// shows claims the stream skipped, or when a shard whose release
+	// stalled is kept after all. Owns already reports them owned. It must
+	// not block (it runs on the follow goroutine).
+	Gain func(shards []int, rev int64)
+	// Drop, when set, is called from Observe with shards the stream shows
+	// taken from this replica's lease while it owned them (their keys
+	// deleted, or the lease expired in etcd), at that revision: the caller
+	// stops probing their targets at once, without waiting for anything
+	// (their writes are fenced off already). Owns reports them not owned
+	// before. It must not block. Gain and Drop are never called
+	// concurrently.
+	Drop func(shards []int)
 	// Lose is called with shards this replica stops owning (sorted), to
 	// stop probing them: shards about to be released (the owner key is
 	// deleted once Lose returned: it returns once their probes stopped and
 	// their writes are flushed; Fence still holds meanwhile; bounded by
-	// LeaseTTL, as a crash would be), or shards already lost (the lease
-	// expired or was not renewed for a TTL, or the key was deleted). Owns
-	// reports them not owned before Lose is called.
+	// LeaseTTL, as a crash would be), or shards lost with the lease (not
+	// renewed for a TTL, expired, or its member key deleted). Owns
+	// reports them not owned before Lose is called. (A shard key deleted
+	// behind the replica's back is Drop's, at its revision.)
 	//
-	// Gain and Lose are called from Run's goroutine, never concurrently.
+	// Lose is called from Run's goroutine, never concurrently with
+	// itself; a Gain or Drop that began before a release or a loss
+	// returns before its Lose is called.
 	Lose func(ctx context.Context, shards []int) error
 	// Observed, when set, is the highest etcd revision the replica has
 	// seen besides this package's keys (its view of the events): a
@@ -194,6 +210,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Gain == nil {
 		bad("Gain", "required")
+	}
+	if o.Drop == nil {
+		o.Drop = func([]int) {}
 	}
 	if o.Lose == nil {
 		bad("Lose", "required")
@@ -277,8 +296,22 @@ type Cluster struct {
 	// joined yet, or lost: set to 0 as soon as the loss is noticed).
 	lease clientv3.LeaseID
 	// releasing: shards whose release has begun; Owns is false, Fence
-	// still holds until the key is deleted.
-	releasing []bool
+	// still holds until the key is deleted. releasedAt: the revision of
+	// the release's answer (0: none yet), as of which the key is no
+	// longer on the lease; Owns stays false until the stream is there.
+	releasing  []bool
+	releasedAt []int64
+	// streamed is the member and shard keys as the replica's stream
+	// (Observe) established them, revision by revision, with no claim or
+	// release applied ahead of it: Owns answers from it, so that the
+	// engine takes a shard's targets at the claim's revision. Reset at each
+	// join, with the view.
+	streamed *view
+
+	// owning serializes what changes the engine's ownership: Gain and
+	// Drop (from Observe, or Run's goroutine), and the start of a release
+	// or of a loss (before their Lose). Taken before mu.
+	owning sync.Mutex
 
 	batch   atomic.Int32 // shards per claim or release transaction
 	runOnce atomic.Bool
@@ -309,14 +342,16 @@ func New(opts Options) (*Cluster, error) {
 	}
 	k := newKeys(opts.Prefix, opts.Shards)
 	c := &Cluster{
-		opts:      opts,
-		keys:      k,
-		clock:     opts.Clock,
-		log:       opts.Logger.With("replica", opts.ReplicaID),
-		ttl:       opts.LeaseTTL,
-		view:      newView(k),
-		stream:    newStream(),
-		releasing: make([]bool, opts.Shards),
+		opts:       opts,
+		keys:       k,
+		clock:      opts.Clock,
+		log:        opts.Logger.With("replica", opts.ReplicaID),
+		ttl:        opts.LeaseTTL,
+		view:       newView(k),
+		streamed:   newView(k),
+		stream:     newStream(),
+		releasing:  make([]bool, opts.Shards),
+		releasedAt: make([]int64, opts.Shards),
 	}
 	c.batch.Store(batch)
 	c.view.bad = func(id string, err error) {
@@ -334,14 +369,29 @@ func (c *Cluster) ShardOf(name string) int {
 	return shardOf(name, c.opts.Shards)
 }
 
-// Owns reports whether this replica probes the named target: it holds
-// the shard's owner key on its current lease, and is not releasing it.
-// It is the engine's ownership predicate.
+// Owns reports whether this replica probes the named target: as of the
+// revision its stream (Observe) has reached, it holds the shard's owner
+// key on its current lease, and it is not releasing it. It is the
+// engine's ownership predicate: over the engine's follow goroutine it
+// answers at the revision the engine's view is at.
 func (c *Cluster) Owns(name string) bool {
 	s := c.ShardOf(name)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.lease != 0 && c.view.owners[s].lease == c.lease && !c.releasing[s]
+	return c.ownsLocked(s)
+}
+
+// ownsLocked: shard s is this replica's to probe, as of the stream; mu
+// held.
+func (c *Cluster) ownsLocked(s int) bool {
+	return c.lease != 0 && c.streamed.owners[s].lease == c.lease && !c.releasingLocked(s)
+}
+
+// releasingLocked: shard s's release has begun and the stream has not
+// reached its end (the key's deletion, or the answer that found it on
+// another lease); mu held.
+func (c *Cluster) releasingLocked(s int) bool {
+	return c.releasing[s] && (c.releasedAt[s] == 0 || c.streamed.rev < c.releasedAt[s])
 }
 
 // Owner is the replica that owns the named target's shard, from the

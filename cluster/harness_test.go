@@ -32,8 +32,8 @@ type env struct {
 	prefix string
 	shards int
 	clock  clockwork.Clock
-	// probing is who probes each shard, by Gain and Lose: a Gain of a
-	// shard another replica still probes is a double owner.
+	// probing is who probes each shard, by Gain, Drop and Lose: a Gain of
+	// a shard another replica still probes is a double owner.
 	probing probing
 	// names has a target name per shard.
 	names []string
@@ -66,7 +66,7 @@ func namesPerShard(t *testing.T, shards int) []string {
 func newCluster(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
 	if opts.Gain == nil {
-		opts.Gain = func(context.Context, []int, int64) error { return nil }
+		opts.Gain = func([]int, int64) {}
 	}
 	if opts.Lose == nil {
 		opts.Lose = func(context.Context, []int) error { return nil }
@@ -130,6 +130,7 @@ type replica struct {
 
 	mu    sync.Mutex
 	gains []gainCall
+	drops [][]int
 	loses []loseCall
 }
 
@@ -187,6 +188,7 @@ func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 			return nil
 		},
 		Gain: r.gain,
+		Drop: r.drop,
 		Lose: r.lose,
 	}
 	if edit != nil {
@@ -252,11 +254,14 @@ func startFeed(t *testing.T, cli *clientv3.Client, prefix, id string, c *cluster
 	})
 }
 
-func (r *replica) gain(ctx context.Context, shards []int, rev int64) error {
-	// The claim revision: the newest creation of the gained keys.
-	resp, err := r.e.cli.Get(ctx, r.e.prefix+"shards/", clientv3.WithPrefix())
+// gain runs on the replica's feed (Observe, from the store's Follow).
+func (r *replica) gain(shards []int, rev int64) {
+	// The claim revision: the newest creation of the gained keys (read
+	// at rev: they may be gone by now).
+	resp, err := r.e.cli.Get(context.Background(), r.e.prefix+"shards/", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
-		return err
+		r.e.t.Errorf("%s: Gain: %v", r.id, err)
+		return
 	}
 	keys := map[string]int64{}
 	for _, kv := range resp.Kvs {
@@ -273,7 +278,14 @@ func (r *replica) gain(ctx context.Context, shards []int, rev int64) error {
 	r.mu.Lock()
 	r.gains = append(r.gains, gainCall{slices.Clone(shards), rev})
 	r.mu.Unlock()
-	return nil
+}
+
+// drop runs on the replica's feed: shards taken from its lease.
+func (r *replica) drop(shards []int) {
+	r.e.probing.lose(r.id, shards)
+	r.mu.Lock()
+	r.drops = append(r.drops, slices.Clone(shards))
+	r.mu.Unlock()
 }
 
 func (r *replica) lose(ctx context.Context, shards []int) error {
@@ -303,6 +315,13 @@ func (r *replica) lose(ctx context.Context, shards []int) error {
 	r.loses = append(r.loses, call)
 	r.mu.Unlock()
 	return nil
+}
+
+// dropped returns copies of the recorded Drop calls.
+func (r *replica) dropped() [][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.drops)
 }
 
 // calls returns copies of the recorded Gain and Lose calls.

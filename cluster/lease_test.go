@@ -2,9 +2,7 @@ package cluster_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,51 +291,6 @@ func TestLateHeartbeatSkipsTheRenewal(t *testing.T) {
 		}
 		return ""
 	})
-}
-
-// A Gain that fails is retried after TTL/3 with the same shards and
-// revision; the shards stay claimed (and owned) meanwhile.
-func TestGainFailureIsRetried(t *testing.T) {
-	clock := clockwork.NewFakeClock()
-	e := newEnv(t, etcdtest.Start(t), clock, 16)
-	var calls []gainCall
-	var mu sync.Mutex
-	a := e.start("a", func(o *cluster.Options) {
-		o.Gain = func(_ context.Context, shards []int, rev int64) error {
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, gainCall{slices.Clone(shards), rev})
-			if len(calls) == 1 {
-				return errors.New("view not caught up")
-			}
-			return nil
-		}
-	})
-	waitFor(t, "the first Gain", func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(calls) != 1 {
-			return fmt.Sprintf("%d calls", len(calls))
-		}
-		return ""
-	})
-	if !a.c.Owns(e.names[0]) || a.c.Stats().Shards != e.shards {
-		t.Fatalf("after a failed Gain: Owns %v, %+v; want every shard still claimed", a.c.Owns(e.names[0]), a.c.Stats())
-	}
-	clock.Advance(time.Minute / 3)
-	waitFor(t, "Gain again", func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(calls) != 2 {
-			return fmt.Sprintf("%d calls", len(calls))
-		}
-		return ""
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(calls[1].shards) != e.shards || !slices.Equal(calls[0].shards, calls[1].shards) || calls[0].rev != calls[1].rev {
-		t.Errorf("Gain calls: %+v; want the same shards and revision twice", calls)
-	}
 }
 
 // TestLeaseValidByLocalDeadline: LeaseValid turns false the moment the

@@ -23,8 +23,9 @@ func (p permanent) Unwrap() error { return p.error }
 // Run is this replica's membership until ctx ends: it pins the shard
 // count (an error if the cluster's differs), joins with a lease, keeps it
 // (renewed only after a successful Heartbeat), follows the member and
-// shard keys, claims and releases shards as the assignment says (calling
-// Gain and Lose), and after losing its lease stops probing at once and
+// shard keys, claims and releases shards as the assignment says (a claim
+// is Gain's when the stream brings it, see Observe; a release calls
+// Lose), and after losing its lease stops probing at once and
 // rejoins with a new one (once a heartbeat succeeds). When ctx ends it
 // leaves: its member key goes first (so that the others stop counting
 // it), then every shard is released gracefully (Lose, then the key is
@@ -157,8 +158,12 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	rev := resp.Header.Revision
 	c.mu.Lock()
 	c.view.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
+	// Nothing is on the new lease yet: what the stream brings after rev
+	// is all the streamed view needs for it.
+	c.streamed.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
 	c.lease = s.lease
 	clear(c.releasing)
+	clear(c.releasedAt)
 	members := len(c.view.members)
 	c.mu.Unlock()
 	c.revision.Store(rev)
@@ -186,7 +191,7 @@ type loop struct {
 	s   *session
 	run context.Context // Run's
 	// work is cancelled when the lease is lost or Run's ctx ends: the
-	// context of Gain and of claims.
+	// context of Resume and of claims.
 	work context.Context
 
 	// reloadAt: the view's keys could not be reloaded after a gap in
@@ -201,10 +206,8 @@ type loop struct {
 	// succeeded for this session (0: it has).
 	resumeRev int64
 
-	pending    []int // claimed shards Gain has not accepted yet
-	pendingRev int64
-	retryAt    time.Time // no claim, Gain or release before (etcd or Gain failed)
-	refusedAt  int64     // the view's revision when a claim found shards taken
+	retryAt   time.Time // no claim or release before (etcd failed)
+	refusedAt int64     // the view's revision when a claim found shards taken
 
 	wake  chan struct{}
 	timer clockwork.Timer
@@ -267,7 +270,8 @@ func (l *loop) arm(t time.Time) {
 }
 
 // reconcile acts on the assignment: claims the free shards this replica
-// should own and calls Gain, releases those another should own. It
+// should own (Gain comes with the claim's revision in the stream),
+// releases those another should own. It
 // returns when the assignment may change by itself (a member settles).
 func (l *loop) reconcile() time.Time {
 	c, s := l.c, l.s
@@ -292,10 +296,7 @@ func (l *loop) reconcile() time.Time {
 		l.resumeRev = 0
 		c.rewound.Store(false)
 	}
-	if regain := l.regain(p); len(regain) > 0 {
-		l.pending = append(l.pending, regain...)
-		l.pendingRev = max(l.pendingRev, c.view.rev)
-	}
+	l.regain(p)
 	if len(p.claim) > 0 && c.view.rev != l.refusedAt {
 		claimed, rev, err := c.claim(l.work, s, p.claim)
 		if err == nil && len(claimed) < len(p.claim) {
@@ -305,16 +306,12 @@ func (l *loop) reconcile() time.Time {
 		}
 		if len(claimed) > 0 {
 			c.claims.Add(uint64(len(claimed)))
-			l.pending = append(l.pending, claimed...)
-			l.pendingRev = max(l.pendingRev, rev)
+			c.log.Debug("claimed shards", "shards", len(claimed), "revision", rev)
 		}
 		if err != nil && l.work.Err() == nil {
 			c.log.Warn("cannot claim shards; retrying", "shards", len(p.claim), "claimed", len(claimed), "err", err)
 			l.retryAt = now.Add(c.ttl / 3)
 		}
-	}
-	if len(l.pending) > 0 && l.work.Err() == nil {
-		l.gain()
 	}
 	if len(p.release) > 0 && l.run.Err() == nil && s.ctx.Err() == nil {
 		stalled, err := c.release(s, p.release)
@@ -330,50 +327,28 @@ func (l *loop) reconcile() time.Time {
 }
 
 // regain takes back shards whose release stalled (their key could not be
-// deleted) and that this replica should own again.
-func (l *loop) regain(p plan) []int {
+// deleted) and that this replica should own again: Gain, for those the
+// stream shows still on its lease.
+func (l *loop) regain(p plan) {
 	c := l.c
+	c.owning.Lock()
+	defer c.owning.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	var regain []int
+	var claimed int64
 	for _, sh := range p.keep {
-		if c.releasing[sh] {
+		if c.releasing[sh] && c.releasedAt[sh] == 0 { // stalled
 			c.releasing[sh] = false
-			regain = append(regain, sh)
+			if c.ownsLocked(sh) {
+				regain = append(regain, sh)
+				claimed = max(claimed, c.streamed.owners[sh].rev)
+			}
 		}
 	}
-	return regain
-}
-
-// gain calls Gain with the pending shards this replica still holds; they
-// stay pending if it fails.
-func (l *loop) gain() {
-	c := l.c
-	c.mu.RLock()
-	held := l.pending[:0]
-	for _, sh := range l.pending {
-		if c.view.owners[sh].lease == l.s.lease && !c.releasing[sh] {
-			held = append(held, sh)
-		}
+	c.mu.Unlock()
+	if len(regain) > 0 {
+		c.opts.Gain(regain, claimed)
 	}
-	c.mu.RUnlock()
-	slices.Sort(held)
-	l.pending = slices.Compact(held)
-	if len(l.pending) == 0 {
-		return
-	}
-	gctx, cancel := c.timeout(l.work, c.ttl)
-	err := c.opts.Gain(gctx, l.pending, l.pendingRev)
-	cancel()
-	if err != nil {
-		if l.work.Err() == nil {
-			c.log.Warn("Gain failed; retrying", "shards", len(l.pending), "err", err)
-			l.retryAt = c.clock.Now().Add(c.ttl / 3)
-		}
-		return
-	}
-	c.log.Info("gained shards", "shards", len(l.pending), "revision", l.pendingRev, "owned", c.Stats().Shards)
-	l.pending, l.pendingRev = nil, 0
 }
 
 // follow applies what the stream brought (Observe): each revision after
@@ -436,6 +411,7 @@ func (l *loop) reload() (lost []int, ok bool) {
 		return nil, false
 	}
 	l.reloadAt = time.Time{}
+	c.ownReloaded(resp.Kvs, resp.Header.Revision)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log.Info("reloaded the member and shard keys: the store's follow skipped revisions", "from", c.view.rev, "to", resp.Header.Revision)
@@ -443,7 +419,8 @@ func (l *loop) reload() (lost []int, ok bool) {
 }
 
 // afterChange handles what a change of the view took from this replica:
-// its member key (the lease is then considered lost) or some shards.
+// its member key (the lease is then considered lost) or some shards
+// (counted).
 func (l *loop) afterChange(lost []int) {
 	c := l.c
 	c.mu.RLock()
@@ -457,19 +434,9 @@ func (l *loop) afterChange(lost []int) {
 	if len(lost) == 0 {
 		return
 	}
-	c.mu.Lock()
-	for _, sh := range lost {
-		c.releasing[sh] = false
-	}
-	c.mu.Unlock()
-	l.pending = without(l.pending, lost)
+	// Their targets were dropped when the stream brought the change
+	// (Observe: Drop).
 	c.losses.Add(uint64(len(lost)))
-	c.log.Warn("shards lost: their owner keys were deleted", "shards", len(lost))
-	ctx, cancel := c.timeout(l.s.ctx, c.ttl)
-	defer cancel()
-	if err := c.opts.Lose(ctx, lost); err != nil {
-		c.log.Warn("Lose failed", "shards", len(lost), "err", err)
-	}
 }
 
 // lost ends a session whose lease is lost: Lose for every shard it held
@@ -479,7 +446,11 @@ func (l *loop) afterChange(lost []int) {
 func (l *loop) lost() error {
 	c, s := l.c, l.s
 	cause := context.Cause(s.ctx)
+	// No Gain after this (the lease is 0 since fail; one that began
+	// before has returned): Lose stops everything Gain started.
+	c.owning.Lock()
 	held := append(l.forget(), l.gone...)
+	c.owning.Unlock()
 	slices.Sort(held)
 	c.leaseLosses.Add(1)
 	c.log.Warn("lease lost: this replica stops probing its shards", "lease", int64(s.lease), "cause", cause, "shards", len(held))
@@ -537,27 +508,17 @@ func (l *loop) forget() []int {
 	if c.lease == s.lease {
 		c.lease = 0
 	}
+	// The view has the claims' answers; the stream may have a claim
+	// whose answer did not come back.
 	held := c.view.shardsOf(s.lease)
-	c.view.load(nil, c.view.rev, 0)
-	clear(c.releasing)
-	l.pending = nil
-	return held
-}
-
-// without is ss without the elements of drop.
-func without(ss, drop []int) []int {
-	if len(ss) == 0 || len(drop) == 0 {
-		return ss
-	}
-	d := make(map[int]bool, len(drop))
-	for _, x := range drop {
-		d[x] = true
-	}
-	out := ss[:0]
-	for _, x := range ss {
-		if !d[x] {
-			out = append(out, x)
+	for _, sh := range c.streamed.shardsOf(s.lease) {
+		if !slices.Contains(held, sh) {
+			held = append(held, sh)
 		}
 	}
-	return out
+	slices.Sort(held)
+	c.view.load(nil, c.view.rev, 0)
+	clear(c.releasing)
+	clear(c.releasedAt)
+	return held
 }

@@ -74,16 +74,20 @@ func (c *Cluster) claim(ctx context.Context, s *session, shards []int) (claimed 
 // release hands shards over: Owns turns false, Lose stops their probes
 // and flushes their writes (Fence still holds), then each owner key is
 // deleted if it is still on the session's lease:
-// If(LeaseValue(key) = lease) Then(Delete(key)). It returns the shards
-// whose key could not be deleted (etcd failed): they stay releasing,
-// Owns false, until a later release deletes them or regain takes them
-// back.
+// If(LeaseValue(key) = lease) Then(Delete(key)). A release is imperative,
+// not the stream's: the flush must precede the delete's revision. Owns
+// stays false until the stream shows the key gone (Observe). It returns
+// the shards whose key could not be deleted (etcd failed): they stay
+// releasing, Owns false, until a later release deletes them or regain
+// takes them back.
 func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
+	c.owning.Lock() // a Gain under way ends before Lose begins
 	c.mu.Lock()
 	for _, sh := range shards {
-		c.releasing[sh] = true
+		c.releasing[sh], c.releasedAt[sh] = true, 0
 	}
 	c.mu.Unlock()
+	c.owning.Unlock()
 	lctx, cancel := c.timeout(s.ctx, c.ttl)
 	if err := c.opts.Lose(lctx, shards); err != nil {
 		// The probes are stopped regardless (Lose's contract); some
@@ -102,13 +106,15 @@ func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
 			nil)
 	}, func(sh int, ok bool, rev int64) {
 		handled++
-		c.releasing[sh] = false
 		if ok {
 			c.view.setOwner(sh, owner{rev: rev})
 			released++
 		}
-		// Otherwise the key is no longer on this lease: lost, which the
-		// watch reports.
+		// Not ok: the key is no longer on this lease, lost. Either way
+		// it is not this replica's as of rev: the release ends when the
+		// stream gets there (before, the stream may still bring the
+		// claim, which must not be gained).
+		c.releasedAt[sh] = rev
 	})
 	c.releases.Add(uint64(released))
 	return shards[handled:], err

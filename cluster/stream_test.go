@@ -1,6 +1,9 @@
 package cluster_test
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/jonboulle/clockwork"
@@ -37,6 +40,52 @@ func TestViewReloadsAfterAGapInTheStream(t *testing.T) {
 	e.waitOwners(cluster.Desired([]string{"a", "b"}, e.shards), a, b)
 	if !a.log.has("reloaded the member and shard keys") {
 		t.Error("a did not say it reloaded its view")
+	}
+	e.probing.check(t)
+}
+
+// Ownership follows the stream: a shard key deleted behind its owner's
+// back (etcdctl) is dropped when the stream brings the delete — Drop with
+// that shard, no Lose (nothing to flush: the fence refuses its writes) —
+// and the shard, claimed again, is gained at the new claim's revision.
+func TestStreamDropsAndGainsAShard(t *testing.T) {
+	e := newEnv(t, etcdtest.Start(t), clockwork.NewRealClock(), 16)
+	a := e.start("a", nil)
+	e.waitOwners(cluster.Desired([]string{"a"}, e.shards), a)
+	waitFor(t, "a to gain every shard", func() string {
+		gains, _ := a.calls()
+		n := 0
+		for _, g := range gains {
+			n += len(g.shards)
+		}
+		if n != e.shards {
+			return fmt.Sprintf("%d shards gained", n)
+		}
+		return ""
+	})
+	gainsBefore, losesBefore := a.calls()
+	resp, err := e.cli.Delete(context.Background(), e.prefix+"shards/0003")
+	if err != nil || resp.Deleted != 1 {
+		t.Fatalf("delete shard 3's key: %v (%d deleted)", err, resp.Deleted)
+	}
+	waitFor(t, "a to drop shard 3, then gain it again", func() string {
+		gains, _ := a.calls()
+		if drops := a.dropped(); len(drops) != 1 || !slices.Equal(drops[0], []int{3}) {
+			return fmt.Sprintf("drops %v", drops)
+		}
+		if gains = gains[len(gainsBefore):]; len(gains) != 1 || !slices.Equal(gains[0].shards, []int{3}) {
+			return fmt.Sprintf("gains since %+v", gains)
+		}
+		if gains[0].rev <= resp.Header.Revision {
+			return fmt.Sprintf("gained at %d, the delete was at %d", gains[0].rev, resp.Header.Revision)
+		}
+		return ""
+	})
+	if _, loses := a.calls(); len(loses) != len(losesBefore) {
+		t.Errorf("Lose calls after the delete: %+v; want none", loses[len(losesBefore):])
+	}
+	if !a.c.Owns(e.names[3]) {
+		t.Error("a does not own shard 3's target after claiming it again")
 	}
 	e.probing.check(t)
 }

@@ -121,7 +121,9 @@ type Options struct {
 	// Owns, when set, says whether this engine is to probe a target (cluster
 	// mode: its replica owns the target's shard). It decides for targets
 	// restored at Run and for targets other replicas create; the cluster
-	// layer calls Own and Disown as its shards change. nil: every target.
+	// layer calls Own and Drop as the store's Follow brings its claims and
+	// losses (so Owns answers as of the revision the follow delivers), and
+	// Disown before a release. nil: every target.
 	Owns func(name string) bool
 	// OnStoreError, when set, is called when the store stops being able
 	// to write for now (with its error, which wraps ErrUnavailable) and
@@ -401,13 +403,9 @@ func (e *Engine) observeCommit(changes []*Change, took time.Duration) {
 // outcomes are dropped).
 func (e *Engine) lose(names []string) {
 	if e.shared != nil {
-		for _, name := range names {
-			if en, err := e.lookup(name); err == nil {
-				en.mu.Lock()
-				e.disownLocked(en, nil)
-				en.mu.Unlock()
-			}
-		}
+		// The stream brings the loss too (the cluster's Drop); the
+		// refused write is the first to know.
+		e.Drop(names...)
 		e.log.Warn("ownership of targets lost; stopped probing them", "targets", len(names))
 		return
 	}

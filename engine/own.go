@@ -124,6 +124,24 @@ func (e *Engine) Disown(ctx context.Context, names ...string) error {
 	return e.commits.barrier(ctx)
 }
 
+// Drop stops probing the named targets at once, without waiting: their
+// schedules and drains stop and runs in progress are cancelled (their
+// outcomes dropped). For targets whose ownership is already lost (a
+// cluster's shard key left the replica's lease), whose writes the store
+// refuses anyway; it may be called from the store's Follow (it does not
+// wait for the feed). Targets not owned, or unknown, are ignored.
+func (e *Engine) Drop(names ...string) {
+	for _, name := range names {
+		en, err := e.lookup(name)
+		if err != nil {
+			continue
+		}
+		en.mu.Lock()
+		e.disownLocked(en, nil)
+		en.mu.Unlock()
+	}
+}
+
 // Names returns the registered targets whose name match accepts (every
 // one with a nil match), in no particular order: the cluster layer picks
 // the targets of the shards it gains or loses with it.

@@ -23,9 +23,11 @@ import (
 type Engine interface {
 	// Sync waits until the view has caught up with revision rev.
 	Sync(ctx context.Context, rev uint64) error
-	// Own and Disown start and stop probing the named targets.
+	// Own and Disown start and stop probing the named targets; Drop
+	// stops without waiting.
 	Own(ctx context.Context, names ...string) error
 	Disown(ctx context.Context, names ...string) error
+	Drop(names ...string)
 	// Names lists the registered targets match accepts.
 	Names(match func(name string) bool) []string
 	// Stalled is an error when the engine's writes or its view do not
@@ -68,7 +70,7 @@ type Binding struct {
 }
 
 // Bind makes the replica's Cluster with opts, whose hooks (Heartbeat,
-// Gain, Lose, Observed, Suspend, Resume) it sets. serving, when not nil,
+// Gain, Drop, Lose, Observed, Suspend, Resume) it sets. serving, when not nil,
 // is told false when the replica stops vouching for its view (its lease
 // is lost) and true once it serves again; it is called from the
 // cluster's goroutines.
@@ -85,6 +87,7 @@ func Bind(opts cluster.Options, serving func(bool)) (*Binding, error) {
 	}
 	opts.Heartbeat = b.heartbeat
 	opts.Gain = b.gain
+	opts.Drop = b.drop
 	opts.Lose = b.lose
 	opts.Observed = b.observed
 	opts.Suspend = b.suspend
@@ -144,17 +147,29 @@ func (b *Binding) heartbeat(ctx context.Context) error {
 	return b.eng.Heartbeat(ctx)
 }
 
-// gain owns the targets of shards claimed at etcd revision rev, once the
-// view has reached rev (everything their previous owner wrote).
-func (b *Binding) gain(ctx context.Context, shards []int, rev int64) error {
-	if err := b.eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
-		return err
+// gain owns the targets of shards claimed at etcd revision rev. It runs
+// on the engine's follow goroutine (the store's Follow calls the
+// cluster's Observe), once the view has reached rev and before it goes
+// further: the targets start from everything their previous owner wrote,
+// with no Sync.
+func (b *Binding) gain(shards []int, rev int64) {
+	if b.eng == nil {
+		return // not running yet: nothing of the replica's is claimed
 	}
-	err := b.eng.Own(ctx, b.eng.Names(b.inShards(shards))...)
-	if errors.Is(err, engine.ErrNotFound) { // deleted meanwhile
-		err = nil
+	err := b.eng.Own(context.Background(), b.eng.Names(b.inShards(shards))...)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) { // deleted meanwhile
+		b.log.Warn("cannot own the targets of gained shards", "shards", len(shards), "revision", rev, "err", err)
 	}
-	return err
+}
+
+// drop stops probing the targets of shards the stream shows taken from
+// the replica's lease, at that revision, without waiting (on the
+// engine's follow goroutine; their writes are fenced off already).
+func (b *Binding) drop(shards []int) {
+	if b.eng == nil {
+		return
+	}
+	b.eng.Drop(b.eng.Names(b.inShards(shards))...)
 }
 
 // lose disowns the targets of shards: once it returns their probes have

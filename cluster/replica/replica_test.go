@@ -36,6 +36,15 @@ type member struct {
 
 func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *member {
 	t.Helper()
+	return startMemberWith(t, etcd, prefix, id, nil, nil)
+}
+
+// startMemberWith is startMember with the engine's store wrapped by wrap
+// (nil: none), serving also told to onServing (nil: none; called on the
+// cluster's goroutine, which it holds up), and the engine's HTTP probes
+// sent with the member's ID as their User-Agent.
+func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, wrap func(*storeetcd.Store) engine.Store, onServing func(bool)) *member {
+	t.Helper()
 	m := &member{id: id, done: make(chan struct{})}
 	cli := etcd.Client(t)
 	b, err := replica.Bind(cluster.Options{
@@ -45,6 +54,9 @@ func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *membe
 		m.mu.Lock()
 		m.serving = append(m.serving, serving)
 		m.mu.Unlock()
+		if onServing != nil {
+			onServing(serving)
+		}
 	})
 	if err != nil {
 		t.Fatalf("Bind: %v", err)
@@ -57,8 +69,12 @@ func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *membe
 		cancel()
 		t.Fatalf("storeetcd.Open: %v", err)
 	}
+	var engStore engine.Store = store
+	if wrap != nil {
+		engStore = wrap(store)
+	}
 	eng, err := engine.Open(ctx, engine.Options{
-		Clock: clockwork.NewRealClock(), Store: store, Checkers: check.New(check.Options{}),
+		Clock: clockwork.NewRealClock(), Store: engStore, Checkers: check.New(check.Options{UserAgent: id}),
 		Owns: cl.Owns, MayProbe: cl.LeaseValid,
 	})
 	if err != nil {

@@ -216,7 +216,8 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 		Fence:   cl.Fence,
 		Leading: cl.Leading,
 		// One etcd watch: the cluster's view of the members and shards
-		// comes from the store's follow.
+		// comes from the store's follow, and so does ownership (claims
+		// and losses taken at their revision).
 		Membership: cl.Observe,
 		Compact:    cc.compact,
 		Settings:   clusterSettings(cfg),

@@ -124,7 +124,6 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 			continue
 		}
 		delivered := f.last
-		var seen []observation // handed to Membership once delivered
 		for evs := resp.Events; len(evs) > 0; {
 			// The events of one revision: its P/events (delivered) and
 			// the other keys' (to Membership).
@@ -156,8 +155,16 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 				progressed = true
 			}
 			f.last = rev
-			if s.membership != nil {
-				seen = append(seen, observation{rev, others})
+			if s.membership != nil && len(others) > 0 {
+				// Membership sees the revision once the engine's view
+				// has reached it (ownership taken at rev starts from
+				// everything up to rev).
+				if delivered < rev {
+					f.deliver(Position(rev), nil)
+					delivered = rev
+					progressed = true
+				}
+				f.observe(rev, others)
 			}
 		}
 		if f.last > delivered {
@@ -165,21 +172,14 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 			f.deliver(Position(f.last), nil)
 			progressed = true
 		}
-		for _, o := range seen {
-			f.observe(o.rev, o.events)
+		if f.last > f.observed {
+			f.observe(f.last, nil)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return progressed, err
 	}
 	return progressed, errWatchEnded
-}
-
-// observation is what Follow saw of the keys besides P/events at one
-// etcd revision.
-type observation struct {
-	rev    int64
-	events []*clientv3.Event
 }
 
 // observe hands the changes of the keys besides P/events at etcd

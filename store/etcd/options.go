@@ -39,16 +39,19 @@ type Options struct {
 	// Membership, when set, is handed what Follow sees of the keys it
 	// watches besides P/events (the cluster's members and shards, P/meta),
 	// so that the cluster's view and the engine's follow one etcd watch
-	// (cluster.Observe): for each etcd revision Follow moves to, in order,
-	// Membership(after, rev, events) with events the changes of those keys
-	// at rev (none for a revision of P/events only, or a progress
-	// notification) and after the revision of the previous call made by
-	// the same Follow; each Follow first calls Membership(after, after,
-	// nil) with the revision it starts after. A consumer whose view is
-	// below after missed the revisions between (a Follow from a later
+	// (cluster.Observe): in order, Membership(after, rev, events) for
+	// each etcd revision with changes of those keys (events: the
+	// changes at rev), and for the last revision of each watch answer or
+	// progress notification (events possibly none: the revisions without
+	// such changes are folded), after the revision of the previous call
+	// made by the same Follow; each Follow first calls Membership(after,
+	// after, nil) with the revision it starts after. A consumer whose view
+	// is below after missed the revisions between (a Follow from a later
 	// position, after the engine reloaded its view).
-	// It is called on Follow's goroutine, after the revision's changes
-	// were delivered, and must not block.
+	// It is called on Follow's goroutine, once the engine's view has
+	// reached rev (that revision's changes delivered, and none after it):
+	// what it does to the engine happens exactly at rev. It must not
+	// block.
 	Membership func(after, rev int64, events []*clientv3.Event)
 	// Leading says whether this replica compacts etcd's history
 	// (cluster.Leading); nil: it does.
