@@ -134,12 +134,16 @@ func (w *Wheel) pass(fired bool) (again bool) {
 	for _, s := range w.shards {
 		next = min(next, s.earliest.Load())
 	}
+	// Not passing once armed: set before the timer is, since a fake clock
+	// counts the driver as parked as soon as its timer is set, and a
+	// removal then must find it parked (Wheel.removed).
+	d.passing = false
 	if !w.armLocked(next) {
 		// Still passing: inserts until the next pass visits their shard
 		// are seen by that visit.
+		d.passing = true
 		return true
 	}
-	d.passing = false
 	return false
 }
 
@@ -156,6 +160,11 @@ func (w *Wheel) armLocked(next int64) bool {
 	if dur <= 0 {
 		return false
 	}
+	// The state first, the timer last: a fake clock counts the driver as
+	// parked once its timer is set, and what then reads the state without
+	// the lock (wakeFor, removed) must find it armed.
+	d.armed, d.armedTick = true, next
+	d.wakeAt.Store(next)
 	if d.timer == nil {
 		d.timer = w.clock.NewTimer(dur)
 	} else {
@@ -169,8 +178,6 @@ func (w *Wheel) armLocked(next int64) bool {
 		}
 		d.timer.Reset(dur)
 	}
-	d.armed, d.armedTick = true, next
-	d.wakeAt.Store(next)
 	return true
 }
 
