@@ -58,9 +58,9 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 	case !ok:
 		return false, err
 	}
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	t := e.clock.AfterFunc(presenceSync, func() { cancel(errViewBehind) })
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := e.clock.AfterFunc(presenceSync, cancel)
 	defer t.Stop()
 	if serr := e.feed.waitReached(sctx, pos); serr != nil {
 		if ctx.Err() != nil {
@@ -70,7 +70,3 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 	}
 	return true, nil
 }
-
-// errViewBehind is the cause of a wait for the view that vouchAbsence
-// gave up.
-var errViewBehind = fmt.Errorf("the view did not catch up within %v", presenceSync)

@@ -12,6 +12,7 @@ import (
 	"github.com/probed/probed/engine/field"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 )
 
 func sleepFor(seconds int64) *target.Lifecycle {
@@ -253,8 +254,8 @@ func TestTriggerJoinsARunningProbe(t *testing.T) {
 			}
 		}
 	}
-	waitBlocked(t, "engine.(*Engine).Trigger", 2) // the second trigger joined the run
-	h.clock.Advance(2 * time.Second)              // the hanging run times out
+	poll.UntilBlocked(t, "engine.(*Engine).Trigger", 2) // the second trigger joined the run
+	h.clock.Advance(2 * time.Second)                    // the hanging run times out
 	wg.Wait()
 	if b.hits.Load()-hits != 1 {
 		t.Errorf("%d runs for two concurrent triggers, want 1", b.hits.Load()-hits)

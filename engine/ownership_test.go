@@ -11,6 +11,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 )
 
 // faultStore wraps a store and injects Commit failures: batches holding a
@@ -301,7 +302,7 @@ func TestStoreErrorStopsTheEngine(t *testing.T) {
 	inBatch := createAsync(h.eng, &target.Spec{Name: "in-batch"})
 	waitHeld(t, held)
 	pending := createAsync(h.eng, &target.Spec{Name: "pending"})
-	waitBlocked(t, "engine.(*Engine).Create", 2) // queued behind the held one
+	poll.UntilBlocked(t, "engine.(*Engine).Create", 2) // queued behind the held one
 	diskErr := errors.New("injected: input/output error")
 	fs.setFail(diskErr)
 	release()

@@ -367,6 +367,19 @@ func TestSlowWatchersAreBoundedInBytes(t *testing.T) {
 		slow = append(slow, s)
 	}
 	reader := c.Watch(ctx)
+	// Its snapshot first: an update made before the watch is established
+	// would reach it in the snapshot, not as an UPDATED event.
+	for snapshot := true; snapshot; {
+		select {
+		case r := <-reader:
+			if r.Err != nil {
+				t.Fatalf("the reading watcher: %v", r.Err)
+			}
+			snapshot = !r.SnapshotComplete
+		case <-time.After(10 * time.Second):
+			t.Fatal("the reading watcher got no snapshot")
+		}
+	}
 	updated := 0
 	read := func(r client.WatchResponse) {
 		if r.Err != nil {

@@ -29,11 +29,16 @@ func BenchmarkTimeoutPerFire(b *testing.B) {
 		done   = make(chan struct{})
 		once   sync.Once
 		runs   = make(chan struct{}, 1024)
+		warm   = make(chan struct{}) // closed at the tenth fire: warmed up
 	)
 	target.Store(math.MaxInt64)
 	w := wheel.New(clockwork.NewRealClock(), func(fs []wheel.Fire) {
 		for range fs {
-			if fired.Add(1) >= target.Load() {
+			n := fired.Add(1)
+			if n == 10 {
+				close(warm)
+			}
+			if n >= target.Load() {
 				once.Do(func() { close(done) })
 			}
 			select {
@@ -59,7 +64,7 @@ func BenchmarkTimeoutPerFire(b *testing.B) {
 	if err := w.Schedule(0, 0, time.Now(), 5*time.Millisecond); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // warm up
+	<-warm
 	s0, c0, f0 := w.Stats(), cpuTime(b), fired.Load()
 	b.ResetTimer()
 	target.Store(f0 + int64(b.N))

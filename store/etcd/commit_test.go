@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
@@ -226,12 +225,7 @@ func TestBatchFolding(t *testing.T) {
 func TestLostAnswerAppliedOnce(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	kv := &lossyKV{KV: cli.KV}
-	cli.KV = kv
-	clock := clockwork.NewFakeClock()
-	autoAdvance(t, clock)
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	s, kv, _ := openLossy(t, c, true)
 	kv.lose(applied, applied)
 	web := create("web")
 	commit(t, s, web)
@@ -252,12 +246,7 @@ func TestLostAnswerAppliedOnce(t *testing.T) {
 func TestLateDuplicateRefused(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	kv := &lossyKV{KV: cli.KV}
-	cli.KV = kv
-	clock := clockwork.NewFakeClock()
-	autoAdvance(t, clock)
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	s, kv, _ := openLossy(t, c, true)
 	kv.lose(heldBack)
 	web := create("web")
 	tr := transition(web, 1)
@@ -346,11 +335,7 @@ func TestInvalidChange(t *testing.T) {
 func TestCloseEndsRetries(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	kv := &lossyKV{KV: cli.KV}
-	cli.KV = kv
-	clock := clockwork.NewFakeClock()
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	s, kv, clock := openLossy(t, c, false)
 	kv.lose(heldBack) // then the store waits on its clock, which does not move
 	done := make(chan error, 1)
 	go func() { done <- s.Commit(context.Background(), []*engine.Change{create("web")}) }()

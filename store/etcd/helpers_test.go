@@ -15,6 +15,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/store/etcd"
 	"github.com/probed/probed/store/storetest"
 )
@@ -102,6 +103,22 @@ func currentRevision(t *testing.T, cli *clientv3.Client) int64 {
 		t.Fatal(err)
 	}
 	return resp.Header.Revision
+}
+
+// openLossy opens a store of replica "a" over etcd c, through a client
+// whose transactions can lose their answer (the returned lossyKV),
+// on a fake clock with no request timeout; moving: the clock moves on by
+// itself whenever the store waits on it (autoAdvance).
+func openLossy(t *testing.T, c *etcdtest.Cluster, moving bool) (*etcd.Store, *lossyKV, *clockwork.FakeClock) {
+	t.Helper()
+	cli := c.Client(t)
+	kv := &lossyKV{KV: cli.KV}
+	cli.KV = kv
+	clock := clockwork.NewFakeClock()
+	if moving {
+		autoAdvance(t, clock)
+	}
+	return open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1}), kv, clock
 }
 
 // lossyKV is a client's KV whose transactions can lose their answer:

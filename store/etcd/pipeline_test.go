@@ -2,11 +2,9 @@ package etcd_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
@@ -60,7 +58,7 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 		t.Fatal("the first transaction does not write a")
 	}
 	update("a", "2")
-	waitBlocked(t, "engine.(*Engine).Update", 2) // a=2 is queued
+	poll.UntilBlocked(t, "engine.(*Engine).Update", 2) // a=2 is queued
 	// A full batch besides a=2: b=1 and 62 creates.
 	n, _ := s.BatchLimits()
 	var created sync.WaitGroup
@@ -112,25 +110,4 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 			t.Errorf("etcd holds a with v=%s, want 2", tg.Spec.Labels["v"])
 		}
 	}
-}
-
-// waitBlocked waits until n goroutines are blocked on a channel (state
-// select or chan receive) inside the function fn, as their stacks show:
-// a call that has queued its change and waits for it.
-func waitBlocked(t *testing.T, fn string, n int) {
-	t.Helper()
-	buf := make([]byte, 16<<20)
-	poll.UntilMet(t, "goroutines blocked in "+fn, 10*time.Second, func() string {
-		blocked := 0
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			head, _, _ := strings.Cut(g, "\n")
-			if (strings.Contains(head, "[select") || strings.Contains(head, "[chan receive")) && strings.Contains(g, fn+"(") {
-				blocked++
-			}
-		}
-		if blocked >= n {
-			return ""
-		}
-		return fmt.Sprintf("%d goroutines blocked in %s after 10s, want %d", blocked, fn, n)
-	})
 }

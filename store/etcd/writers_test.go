@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
@@ -216,12 +215,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func TestConcurrentLostAnswersAppliedOnce(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	kv := &lossyKV{KV: cli.KV}
-	cli.KV = kv
-	clock := clockwork.NewFakeClock()
-	autoAdvance(t, clock)
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Clock: clock, RequestTimeout: -1})
+	s, kv, _ := openLossy(t, c, true)
 	const n = 4
 	kv.lose(slices.Repeat([]fate{applied}, n)...)
 	changes := make([]*engine.Change, n)
