@@ -431,13 +431,19 @@ func (c *Cluster) memberLocked(m *member) Member {
 // Fence is what a fenced write of the named target compares: the owner
 // key of its shard must be attached to lease (clientv3.LeaseValue(key) ==
 // lease). ok is false when this replica does not hold the shard's key on
-// its current lease. It still holds while a shard is being released, so
-// that the writes Lose flushes are accepted.
+// its current lease, as far as it knows: neither the answers of its
+// claims and releases (the view) nor its stream (Owns') show the key on
+// it. It still holds while a shard is being released, so that the writes
+// Lose flushes are accepted, and it holds wherever Owns does: the stream
+// may bring a claim before the claim's own answer came back, and the
+// engine, probing from then on, must not have its writes refused by a
+// view behind the stream (a refused write drops the target). etcd's
+// compare is what decides; ok false only spares it a refused write.
 func (c *Cluster) Fence(name string) (key string, lease clientv3.LeaseID, ok bool) {
 	s := c.ShardOf(name)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.lease == 0 || c.view.owners[s].lease != c.lease {
+	if c.lease == 0 || (c.view.owners[s].lease != c.lease && c.streamed.owners[s].lease != c.lease) {
 		return "", 0, false
 	}
 	return c.keys.shard(s), c.lease, true
