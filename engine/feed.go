@@ -46,9 +46,11 @@ type feed struct {
 	// effective computes a probe's effective timing with the server's
 	// floors, for targets that do not carry it; set before use.
 	effective func(*probe.Spec) probe.Effective
-	// reached holds the callbacks waiting for rev to reach a revision, in
-	// the order registered (revisions only grow); guarded by mu.
-	reached []revWaiter
+	// reached holds the callbacks waiting for rev to reach a revision,
+	// sorted by that revision (in the order registered for each); guarded
+	// by mu.
+	reached  []revWaiter
+	waiterID uint64 // the last revWaiter.id given
 
 	// stale, while set, is why the view cannot be vouched for (Suspend);
 	// guarded by mu.
@@ -64,6 +66,7 @@ type feed struct {
 // revWaiter is a callback run once the feed's revision reaches rev.
 type revWaiter struct {
 	rev uint64
+	id  uint64 // whenReached's count: the waiter's identity for its stop
 	fn  func()
 }
 
@@ -250,27 +253,46 @@ func (f *feed) dueLocked() []revWaiter {
 
 // whenReached runs fn once the feed's revision reaches rev: at once (on
 // the caller's goroutine) if it has, else on the goroutine that makes it
-// reach rev, or when the feed closes.
-func (f *feed) whenReached(rev uint64, fn func()) {
+// reach rev, or when the feed closes. stop unregisters fn if it has not
+// run yet, so that a caller who gives up leaves nothing behind (a view
+// stalled for long would otherwise collect every abandoned wait).
+func (f *feed) whenReached(rev uint64, fn func()) (stop func()) {
 	f.mu.Lock()
 	if f.rev >= rev || f.closed != nil {
 		f.mu.Unlock()
 		fn()
-		return
+		return func() {}
 	}
+	f.waiterID++
+	id := f.waiterID
 	i, _ := slices.BinarySearchFunc(f.reached, rev, func(w revWaiter, r uint64) int { return cmp.Compare(w.rev, r+1) })
-	f.reached = slices.Insert(f.reached, i, revWaiter{rev: rev, fn: fn})
+	f.reached = slices.Insert(f.reached, i, revWaiter{rev: rev, id: id, fn: fn})
 	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		// The waiters of rev are together, before i or after it
+		// (insertions and removals moved it).
+		from, _ := slices.BinarySearchFunc(f.reached, rev, func(w revWaiter, r uint64) int { return cmp.Compare(w.rev, r) })
+		for j := from; j < len(f.reached) && f.reached[j].rev == rev; j++ {
+			if f.reached[j].id == id {
+				f.reached = slices.Delete(f.reached, j, j+1)
+				return
+			}
+		}
+	}
 }
 
-// waitReached waits until the feed's revision reaches rev, or ctx is done.
+// waitReached waits until the feed's revision reaches rev, or ctx is
+// done (its wait is then unregistered).
 func (f *feed) waitReached(ctx context.Context, rev uint64) error {
 	ch := make(chan struct{})
-	f.whenReached(rev, func() { close(ch) })
+	stop := f.whenReached(rev, func() { close(ch) })
 	select {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
+		stop()
 		return ctx.Err()
 	}
 }
