@@ -124,7 +124,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	var sub *statsSub
 	var statsWake <-chan struct{}
 	join := func() {
-		sub = s.stats.join()
+		sub = s.stats.join(s.visible(ctx))
 		statsWake = sub.wake
 	}
 	defer func() {

@@ -40,6 +40,9 @@ type statsHub struct {
 	mu    sync.Mutex // guards the fields below; entries' data and seq
 	seq   uint64     // generation of the last refresh that changed something
 	delta []byte     // the stats message of generation seq
+	// deltaOf is what delta holds, target by target, for the streams
+	// whose caller reads only some targets (they get it filtered).
+	deltaOf []namedStats
 	// known are the figures last computed, by target name. Only the run
 	// goroutine writes it (under mu), so it reads it without mu.
 	known map[string]*statEntry
@@ -48,6 +51,12 @@ type statsHub struct {
 	// counts its changes.
 	members    []byte
 	membersGen uint64
+}
+
+// namedStats is one target's figures in a stats message.
+type namedStats struct {
+	name string
+	data json.RawMessage
 }
 
 type statEntry struct {
@@ -86,16 +95,21 @@ type statsSub struct {
 	// membersGen is the members message the stream has; guarded by
 	// statsHub.mu.
 	membersGen uint64
+	// visible is the read filter of the stream's caller (probed
+	// --authz-policy; nil: every target): its messages have only the
+	// targets it accepts.
+	visible func(name string) bool
 }
 
 func newStatsHub(e *engine.Engine, c Cluster, log *slog.Logger) *statsHub {
 	return &statsHub{eng: e, cluster: c, log: log, kick: make(chan struct{}, 1), subs: make(map[*statsSub]struct{})}
 }
 
-// join registers a stream. Its wake channel fires when there are figures
-// for it, at once when some are already known.
-func (h *statsHub) join() *statsSub {
-	sub := &statsSub{wake: make(chan struct{}, 1)}
+// join registers a stream whose caller reads the targets visible accepts
+// (nil: every one). Its wake channel fires when there are figures for it,
+// at once when some are already known.
+func (h *statsHub) join(visible func(name string) bool) *statsSub {
+	sub := &statsSub{wake: make(chan struct{}, 1), visible: visible}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.subs[sub] = struct{}{}
@@ -119,21 +133,29 @@ func (h *statsHub) leave(sub *statsSub) {
 }
 
 // next returns the stats message sub has not had yet, or nil when it is up
-// to date, and records that it has it.
+// to date, and records that it has it. It has only the targets sub's
+// caller may read.
 func (h *statsHub) next(sub *statsSub) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var changed []json.RawMessage
 	switch {
 	case sub.seq == h.seq:
 		return nil
-	case sub.seq+1 == h.seq:
+	case sub.seq+1 == h.seq && sub.visible == nil:
 		sub.seq = h.seq
 		return h.delta
-	}
-	var changed []json.RawMessage
-	for _, e := range h.known {
-		if e.seq > sub.seq {
-			changed = append(changed, e.data)
+	case sub.seq+1 == h.seq:
+		for _, c := range h.deltaOf {
+			if sub.visible(c.name) {
+				changed = append(changed, c.data)
+			}
+		}
+	default:
+		for name, e := range h.known {
+			if e.seq > sub.seq && (sub.visible == nil || sub.visible(name)) {
+				changed = append(changed, e.data)
+			}
 		}
 	}
 	sub.seq = h.seq
@@ -195,7 +217,7 @@ func (h *statsHub) refresh(ctx context.Context) error {
 	idle := len(h.subs) == 0
 	if idle {
 		// No stream holds a generation: start over.
-		h.known, h.seq, h.delta = nil, 0, nil
+		h.known, h.seq, h.delta, h.deltaOf = nil, 0, nil, nil
 		h.members, h.membersGen = nil, 0
 	}
 	h.mu.Unlock()
@@ -271,9 +293,11 @@ func (h *statsHub) refresh(ctx context.Context) error {
 	}
 	h.seq++
 	data := make([]json.RawMessage, len(changes))
+	h.deltaOf = make([]namedStats, len(changes))
 	for i, c := range changes {
 		h.known[c.name] = &statEntry{key: c.key, seq: h.seq, data: c.data, pass: h.pass}
 		data[i] = c.data
+		h.deltaOf[i] = namedStats{c.name, c.data}
 	}
 	h.delta = statsMessage(data)
 	h.wake()

@@ -70,7 +70,7 @@ func TestStatsHub(t *testing.T) {
 		t.Fatalf("with no stream, refresh computed figures (generation %d)", h.seq)
 	}
 
-	sub := h.join()
+	sub := h.join(nil)
 	select {
 	case <-h.kick:
 	default:
@@ -91,7 +91,7 @@ func TestStatsHub(t *testing.T) {
 	refresh()
 	want("b ran", h.next(sub), map[string]uint64{"b": 1})
 
-	late := h.join()
+	late := h.join(nil)
 	select {
 	case <-late.wake:
 	default:
