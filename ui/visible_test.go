@@ -13,14 +13,10 @@ import (
 	"github.com/probed/probed/ui"
 )
 
-// TestVisible: with Options.Visible (probed --authz-policy), a caller
-// gets only the targets it may read: another's target and its events are
-// 404, as a target that does not exist; its own (a namespaced name, '/'
-// escaped in the URL) are served.
-func TestVisible(t *testing.T) {
-	t.Parallel()
-	p := newPage(t, pageOptions{
-		// The caller's identity from a header, as auth.HTTP would set it.
+// byNamespace is a page whose caller (the X-Identity header, as auth.HTTP
+// would set it) reads the targets of its namespace only: NAME/...
+func byNamespace() pageOptions {
+	return pageOptions{
 		protect: func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				h.ServeHTTP(w, r.WithContext(engine.WithClient(r.Context(), r.Header.Get("X-Identity"))))
@@ -30,7 +26,16 @@ func TestVisible(t *testing.T) {
 			prefix := engine.ClientFrom(ctx) + "/"
 			return func(name string) bool { return strings.HasPrefix(name, prefix) }
 		},
-	})
+	}
+}
+
+// TestVisible: with Options.Visible (probed --authz-policy), a caller
+// gets only the targets it may read: another's target and its events are
+// 404, as a target that does not exist; its own (a namespaced name, '/'
+// escaped in the URL) are served.
+func TestVisible(t *testing.T) {
+	t.Parallel()
+	p := newPage(t, byNamespace())
 	p.create(t, &target.Spec{Name: "team-a/web"})
 	p.create(t, &target.Spec{Name: "team-b/web"})
 	as := http.Header{"X-Identity": {"team-a"}}
@@ -54,17 +59,7 @@ func TestVisible(t *testing.T) {
 // the refreshes after it (what changed).
 func TestVisibleStats(t *testing.T) {
 	t.Parallel()
-	p := newPage(t, pageOptions{
-		protect: func(h http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				h.ServeHTTP(w, r.WithContext(engine.WithClient(r.Context(), r.Header.Get("X-Identity"))))
-			})
-		},
-		visible: func(ctx context.Context) func(string) bool {
-			prefix := engine.ClientFrom(ctx) + "/"
-			return func(name string) bool { return strings.HasPrefix(name, prefix) }
-		},
-	})
+	p := newPage(t, byNamespace())
 	port := probedtest.Accepting(t)
 	names := []string{"team-a/web", "team-b/web"}
 	trigger := func() {
