@@ -2,7 +2,6 @@ package replica_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -168,15 +167,10 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 				deliver()
 				return
 			}
-			for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if a := aRef.Load(); a != nil && a.b.Cluster().Stats().Shards == 16 {
-					break
-				}
-				if time.Now().After(end) {
-					holdErr = errors.New("a claimed no shards within 30s")
-					break
-				}
-			}
+			holdErr = poll.Wait("a to claim every shard", 30*time.Second, func() bool {
+				a := aRef.Load()
+				return a != nil && a.b.Cluster().Stats().Shards == 16
+			})
 			deliver()
 			phase.Store(1)
 			heldAt <- pos

@@ -6,6 +6,8 @@
 package poll
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -39,4 +41,21 @@ func UntilMet(t testing.TB, what string, limit time.Duration, cond func() string
 		}
 		time.Sleep(interval)
 	}
+}
+
+// ErrNotMet is what Wait returns when its condition stayed false.
+var ErrNotMet = errors.New("condition not met")
+
+// Wait is Until for a goroutine other than the test's (which must not
+// call t.Fatalf): it returns nil once cond returns true, or an error
+// wrapping ErrNotMet and naming what after limit.
+func Wait(what string, limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s (%v): %w", what, limit, ErrNotMet)
+		}
+		time.Sleep(interval)
+	}
+	return nil
 }

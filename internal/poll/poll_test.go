@@ -1,6 +1,7 @@
 package poll_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -77,5 +78,17 @@ func TestPoll(t *testing.T) {
 				t.Errorf("failed with %q; want %q", *got, tt.wantFail)
 			}
 		})
+	}
+}
+
+func TestWait(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	if err := poll.Wait("x", 10*time.Second, func() bool { return n.Add(1) == 3 }); err != nil {
+		t.Errorf("true after some polls: %v", err)
+	}
+	err := poll.Wait("the thing", 30*time.Millisecond, func() bool { return false })
+	if !errors.Is(err, poll.ErrNotMet) || err.Error() != "waiting for the thing (30ms): condition not met" {
+		t.Errorf("never true: %v; want ErrNotMet naming the thing", err)
 	}
 }
