@@ -92,19 +92,22 @@ func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
 		cancel()
 		<-done
 	})
-	set := engine.ApplySet{Owner: "bench"}
-	names := make([]string, n)
-	for i := range n {
-		names[i] = fmt.Sprintf("target-%06d", i)
-		set.Targets = append(set.Targets, &target.Spec{Name: names[i], ReadinessProbe: &probe.Spec{
-			Handler:       probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}},
-			PeriodSeconds: 60, TimeoutSeconds: 10,
-		}})
-	}
 	actx, acancel := context.WithTimeout(ctx, time.Duration(n/1000+30)*time.Second)
 	defer acancel()
-	if _, err := eng.Apply(actx, set); err != nil {
-		b.Fatal(err)
+	names := make([]string, n)
+	const perSet = 20_000 // Apply's bound
+	for first := 0; first < n; first += perSet {
+		set := engine.ApplySet{Owner: fmt.Sprintf("bench-%d", first/perSet)}
+		for i := first; i < min(first+perSet, n); i++ {
+			names[i] = fmt.Sprintf("target-%06d", i)
+			set.Targets = append(set.Targets, &target.Spec{Name: names[i], ReadinessProbe: &probe.Spec{
+				Handler:       probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}},
+				PeriodSeconds: 60, TimeoutSeconds: 10,
+			}})
+		}
+		if _, err := eng.Apply(actx, set); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if err := eng.Disown(actx, names...); err != nil {
 		b.Fatal(err)
