@@ -27,25 +27,19 @@ import (
 // target resumes its drain where it was. Targets already owned are left
 // as they are; unknown ones are ErrNotFound (the others are still taken).
 // Own may be called before Run.
-//
-// Many targets (a takeover: a cluster's Gain runs it on the store's
-// follow goroutine, which publishes nothing meanwhile) are taken on every
-// CPU, as Run takes the restored ones.
 func (e *Engine) Own(ctx context.Context, names ...string) error {
 	var errs []error
-	entries := make([]*entry, 0, len(names))
 	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		en, err := e.lookup(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		entries = append(entries, en)
+		e.ownEntry(en, true)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e.ownEach(entries, func(en *entry) (*record, bool) { return e.feed.record(en.name) })
 	return errors.Join(errs...)
 }
 
@@ -219,32 +213,18 @@ func (e *Engine) ownAll() {
 	// One pass over the view instead of a lookup by name per target (at
 	// 100,000 targets the lookups took ~0.8 s of a restart).
 	published := e.feed.byName()
-	e.ownEach(entries, func(en *entry) (*record, bool) {
-		r, ok := published[en.name]
-		return r, ok
-	})
-}
-
-// ownEach takes entries over (spread: a take-over) from what published
-// returns for each, on every CPU when there are many: opening a checker
-// and scheduling a probe is most of a restart's or a takeover's work,
-// and targets share nothing but the executor's and the wheel's locks. It
-// returns once every one is taken.
-func (e *Engine) ownEach(entries []*entry, published func(*entry) (*record, bool)) {
+	// Taken in hand on every CPU: opening a checker and scheduling a
+	// probe is most of a restart's work once the store is loaded, and
+	// targets share nothing but the executor's and the wheel's locks.
 	workers := min(runtime.GOMAXPROCS(0), max(len(entries)/1000, 1))
-	own := func(part []*entry) {
-		for _, en := range part {
-			r, ok := published(en)
-			e.ownPublished(en, true, r, ok)
-		}
-	}
-	if workers == 1 {
-		own(entries)
-		return
-	}
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() { own(entries[w*len(entries)/workers : (w+1)*len(entries)/workers]) })
+		wg.Go(func() {
+			for _, en := range entries[w*len(entries)/workers : (w+1)*len(entries)/workers] {
+				t, ok := published[en.name]
+				e.ownPublished(en, true, t, ok)
+			}
+		})
 	}
 	wg.Wait()
 }
