@@ -148,37 +148,72 @@ func (w *Wheel) pass(fired bool) (again bool) {
 }
 
 // armLocked sets the timer for tick next, unless it is already set for it.
-// It reports false, leaving the timer alone, if that tick has already
+// It reports false, leaving the timer as it was, if that tick has already
 // begun. The caller holds drv.mu.
+//
+// A timer counts its duration from the clock's time when it is set, not
+// when the duration was computed: if the clock moved by a tick or more in
+// between (the driver stalled on a loaded machine, or a test advanced a
+// fake clock right then), the timer would fire that much late — with a
+// fake clock that then stands still, never. So the clock is read again
+// once the timer is set, and the timer set again from that reading if it
+// moved; if next has begun by then, the timer is stopped and the driver
+// woken instead (and armLocked reports false).
 func (w *Wheel) armLocked(next int64) bool {
 	d := &w.drv
 	if d.armed && next == d.armedTick {
 		d.wakeAt.Store(next)
 		return true
 	}
-	dur := time.Duration(next*w.tick - int64(w.clock.Since(w.epoch)))
-	if dur <= 0 {
-		return false
-	}
-	// The state first, the timer last: a fake clock counts the driver as
-	// parked once its timer is set, and what then reads the state without
-	// the lock (wakeFor, removed) must find it armed.
-	d.armed, d.armedTick = true, next
-	d.wakeAt.Store(next)
-	if d.timer == nil {
-		d.timer = w.clock.NewTimer(dur)
-	} else {
-		if !d.timer.Stop() {
-			// Drop a value sent before the Stop, so that it cannot wake the
-			// driver for a deadline that no longer holds.
-			select {
-			case <-d.timer.Chan():
-			default:
+	for set := false; ; set = true {
+		before := w.clock.Since(w.epoch)
+		dur := time.Duration(next*w.tick - int64(before))
+		if dur <= 0 {
+			if set {
+				w.disarmLocked()
+				select {
+				case d.wake <- struct{}{}:
+				default:
+				}
 			}
+			return false
 		}
-		d.timer.Reset(dur)
+		// The state first, the timer last: a fake clock counts the driver as
+		// parked once its timer is set, and what then reads the state without
+		// the lock (wakeFor, removed) must find it armed.
+		d.armed, d.armedTick = true, next
+		d.wakeAt.Store(next)
+		if d.timer == nil {
+			d.timer = w.clock.NewTimer(dur)
+		} else {
+			if !d.timer.Stop() {
+				// Drop a value sent before the Stop, so that it cannot wake the
+				// driver for a deadline that no longer holds.
+				select {
+				case <-d.timer.Chan():
+				default:
+				}
+			}
+			d.timer.Reset(dur)
+		}
+		if w.clock.Since(w.epoch)-before < time.Duration(w.tick) {
+			return true
+		}
 	}
-	return true
+}
+
+// disarmLocked stops the timer and drops what it may have sent. The caller
+// holds drv.mu.
+func (w *Wheel) disarmLocked() {
+	d := &w.drv
+	if !d.timer.Stop() {
+		select {
+		case <-d.timer.Chan():
+		default:
+		}
+	}
+	d.armed = false
+	d.wakeAt.Store(notArmed)
 }
 
 // wakeFor wakes the driver if something now fires at tick t, before the
@@ -239,7 +274,7 @@ func (w *Wheel) removed(t int64) {
 	for _, s := range w.shards {
 		next = min(next, s.earliest.Load())
 	}
-	if next <= t || !w.armLocked(next) {
+	if (next <= t || !w.armLocked(next)) && d.armed {
 		d.wakeAt.Store(d.armedTick)
 	}
 }

@@ -1,9 +1,14 @@
 package wheel_test
 
 import (
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/probed/probed/engine/wheel"
 )
@@ -160,5 +165,60 @@ func TestTimerStoppedDuringAPassWakesNothing(t *testing.T) {
 	h.advanceTo(at(110 * ms))
 	if n := len(h.drain()); n != 1 {
 		t.Errorf("%d fires at 110ms, want 1", n)
+	}
+}
+
+// movingWhileArming is a fake clock that moves by step, once, right after
+// the wheel's driver read it to arm its timer and before it set the timer:
+// as a test's Advance can land there on a loaded machine, or as the
+// scheduler can stall the driver there on a real clock.
+type movingWhileArming struct {
+	*clockwork.FakeClock
+	step  time.Duration
+	armed atomic.Bool // the next read by armLocked moves the clock
+}
+
+func (c *movingWhileArming) Since(t time.Time) time.Duration {
+	d := c.FakeClock.Since(t)
+	if pc, _, _, ok := runtime.Caller(1); ok && strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".armLocked") && c.armed.CompareAndSwap(true, false) {
+		c.FakeClock.Advance(c.step)
+	}
+	return d
+}
+
+// TestClockMovingWhileArmingDelaysNothing: when the clock moves between
+// the driver's reading of it and the setting of its timer (relative to the
+// clock's time when set), the work it armed for still fires at its tick
+// (at once, if the clock passed it), not that much later. Before, an item
+// due at 100 ms, with the clock moved by 80 ms at the wrong moment, was
+// armed for 180 ms: with a fake clock that then stood still at 100 ms (as
+// the engine's scale test advanced it) it never fired.
+func TestClockMovingWhileArmingDelaysNothing(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		step time.Duration // how far the clock moves while the driver arms
+	}{
+		{name: "less than the wait", step: 80 * ms},
+		{name: "past the due tick", step: 150 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clockwork.NewFakeClockAt(epoch)
+			clock := &movingWhileArming{FakeClock: fake, step: tt.step}
+			h := newHarnessOn(t, fake, clock).start()
+			clock.armed.Store(true)
+			if err := h.w.Schedule(0, 0, at(100*ms), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			h.park()
+			if clock.armed.Load() {
+				t.Fatal("the driver did not arm for the item")
+			}
+			h.advanceTo(at(100 * ms))
+			if fires := h.drain(); len(fires) != 1 || fires[0].ID != 0 {
+				t.Fatalf("fires with the clock at %v: %+v, want item 0's (due at 100ms)", fake.Since(epoch), fires)
+			}
+		})
 	}
 }

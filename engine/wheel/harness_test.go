@@ -40,12 +40,20 @@ type harness struct {
 // newHarness returns a harness whose wheel is not running yet.
 func newHarness(t *testing.T, opts ...wheel.Option) *harness {
 	t.Helper()
+	fake := clockwork.NewFakeClockAt(epoch)
+	return newHarnessOn(t, fake, fake, opts...)
+}
+
+// newHarnessOn is newHarness with the wheel reading clock, which reads
+// (or is) fake, the clock the harness moves.
+func newHarnessOn(t *testing.T, fake *clockwork.FakeClock, clock clockwork.Clock, opts ...wheel.Option) *harness {
+	t.Helper()
 	h := &harness{
 		t:     t,
-		clock: clockwork.NewFakeClockAt(epoch),
+		clock: fake,
 		fires: make(chan wheel.Fire, 100_000),
 	}
-	h.w = wheel.New(h.clock, func(fires []wheel.Fire) {
+	h.w = wheel.New(clock, func(fires []wheel.Fire) {
 		for _, f := range fires {
 			h.fires <- f
 			if h.onFire != nil {
