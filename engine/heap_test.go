@@ -34,18 +34,7 @@ import (
 // finer one). It reports heap-B/target (HeapAlloc) and
 // inuse-B/target (HeapInuse).
 func BenchmarkHeapPerTarget(b *testing.B) {
-	sizes := []int{1000, 10_000}
-	if s := os.Getenv("PROBED_HEAP_TARGETS"); s != "" {
-		sizes = nil
-		for f := range strings.SplitSeq(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, n := range sizes {
+	for _, n := range targetCounts(b, "PROBED_HEAP_TARGETS") {
 		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
 			for range b.N {
 				alloc, inuse := heapPerTarget(b, n)
@@ -156,6 +145,26 @@ func writeHeapProfile(b *testing.B, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// targetCounts are the sizes a benchmark runs at: 1,000 and 10,000
+// targets, or those of the environment variable env (comma separated,
+// e.g. 100000).
+func targetCounts(b *testing.B, env string) []int {
+	b.Helper()
+	s := os.Getenv(env)
+	if s == "" {
+		return []int{1000, 10_000}
+	}
+	var sizes []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("%s: %v", env, err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // heapNow returns the memory statistics after a full collection.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,18 +25,7 @@ import (
 // disowned (not timed). Sizes 1,000 and 10,000, or PROBED_TAKEOVER_TARGETS
 // (comma separated, e.g. 100000). It reports ns/target.
 func BenchmarkTakeover(b *testing.B) {
-	sizes := []int{1000, 10_000}
-	if s := os.Getenv("PROBED_TAKEOVER_TARGETS"); s != "" {
-		sizes = nil
-		for f := range strings.SplitSeq(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, n := range sizes {
+	for _, n := range targetCounts(b, "PROBED_TAKEOVER_TARGETS") {
 		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
 			eng, names := takeoverEngine(b, n)
 			ctx := b.Context()
