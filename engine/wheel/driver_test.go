@@ -181,7 +181,7 @@ type movingWhileArming struct {
 func (c *movingWhileArming) Since(t time.Time) time.Duration {
 	d := c.FakeClock.Since(t)
 	if pc, _, _, ok := runtime.Caller(1); ok && strings.HasSuffix(runtime.FuncForPC(pc).Name(), ".armLocked") && c.armed.CompareAndSwap(true, false) {
-		c.FakeClock.Advance(c.step)
+		c.Advance(c.step)
 	}
 	return d
 }
