@@ -88,29 +88,63 @@ func (st *stream) putBack(os []observed) {
 // and tells Gain and Drop which shards this replica's engine now probes
 // or stops probing.
 func (c *Cluster) own(rev int64, events []*clientv3.Event) {
+	var touched []int
+	for _, ev := range events {
+		// Members matter to the assignment only (the view's).
+		if s, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
+			touched = append(touched, s)
+		}
+	}
+	c.reown(touched, rev, func() {
+		for _, ev := range events {
+			if _, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
+				c.streamed.apply(ev, 0)
+			}
+		}
+	})
+}
+
+// ownReloaded brings the streamed view up to a reload of the member and
+// shard keys at rev (kvs), after a gap in the stream: the shards whose
+// last change the stream showed is older take the reload's owner, and
+// Gain and Drop are told what that changed for this replica.
+func (c *Cluster) ownReloaded(kvs []*mvccpb.KeyValue, rev int64) {
+	fresh := newView(c.keys)
+	fresh.load(kvs, rev, 0)
+	all := make([]int, len(fresh.owners))
+	for s := range all {
+		all[s] = s
+	}
+	c.reown(all, rev, func() {
+		for s, o := range fresh.owners {
+			if c.streamed.owners[s].rev < rev { // else the stream is past the reload there
+				c.streamed.setOwner(s, o)
+			}
+		}
+	})
+}
+
+// reown runs change, which brings the streamed view to revision rev and
+// may change the owners of shards (no other), and tells Drop and then Gain
+// (with the newest claim among the gained) what that changed for this
+// replica's engine.
+func (c *Cluster) reown(shards []int, rev int64, change func()) {
 	c.owning.Lock()
 	defer c.owning.Unlock()
 	c.mu.Lock()
-	var touched []int
-	var was []bool
-	for _, ev := range events {
-		if s, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
-			touched = append(touched, s)
-			was = append(was, c.ownsLocked(s))
-		}
-		// Members matter to the assignment only (the view's).
+	was := make([]bool, len(shards))
+	for i, s := range shards {
+		was[i] = c.ownsLocked(s)
 	}
-	for _, ev := range events {
-		if _, ok := c.keys.parseShard(string(ev.Kv.Key)); ok {
-			c.streamed.apply(ev, 0)
-		}
-	}
+	change()
 	c.streamed.rev = max(c.streamed.rev, rev)
 	var gained, dropped []int
-	for i, s := range touched {
+	var claimed int64
+	for i, s := range shards {
 		switch now := c.ownsLocked(s); {
 		case now && !was[i]:
 			gained = append(gained, s)
+			claimed = max(claimed, c.streamed.owners[s].rev)
 		case was[i] && !now:
 			dropped = append(dropped, s)
 		}
@@ -123,47 +157,7 @@ func (c *Cluster) own(rev int64, events []*clientv3.Event) {
 	}
 	if len(gained) > 0 {
 		slices.Sort(gained)
-		c.opts.Gain(gained, rev)
-		c.log.Info("gained shards", "shards", len(gained), "revision", rev, "owned", c.Stats().Shards)
-	}
-}
-
-// ownReloaded brings the streamed view up to a reload of the member and
-// shard keys at rev (kvs), after a gap in the stream: the shards whose
-// last change the stream showed is older take the reload's owner, and
-// Gain and Drop are told what that changed for this replica.
-func (c *Cluster) ownReloaded(kvs []*mvccpb.KeyValue, rev int64) {
-	c.owning.Lock()
-	defer c.owning.Unlock()
-	fresh := newView(c.keys)
-	fresh.load(kvs, rev, 0)
-	c.mu.Lock()
-	was := make([]bool, len(fresh.owners))
-	for s := range fresh.owners {
-		was[s] = c.ownsLocked(s)
-	}
-	for s, o := range fresh.owners {
-		if c.streamed.owners[s].rev < rev { // else the stream is past the reload there
-			c.streamed.setOwner(s, o)
-		}
-	}
-	c.streamed.rev = max(c.streamed.rev, rev)
-	var gained, dropped []int
-	var claimed int64 // the newest claim among gained
-	for s := range fresh.owners {
-		switch now := c.ownsLocked(s); {
-		case now && !was[s]:
-			gained = append(gained, s)
-			claimed = max(claimed, c.streamed.owners[s].rev)
-		case was[s] && !now:
-			dropped = append(dropped, s)
-		}
-	}
-	c.mu.Unlock()
-	if len(dropped) > 0 {
-		c.opts.Drop(dropped)
-	}
-	if len(gained) > 0 {
 		c.opts.Gain(gained, claimed)
+		c.log.Info("gained shards", "shards", len(gained), "revision", claimed, "owned", c.Stats().Shards)
 	}
 }
