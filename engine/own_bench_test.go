@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,10 +62,9 @@ func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
 	}
 	b.Cleanup(func() { st.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	var owns atomic.Bool
 	eng, err := engine.Open(ctx, engine.Options{
 		Store: st, Checkers: check.New(check.Options{}),
-		Owns: func(string) bool { return owns.Load() },
+		Owns: func(string) bool { return false },
 	})
 	if err != nil {
 		cancel()

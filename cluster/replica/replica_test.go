@@ -222,18 +222,24 @@ func watchers(t *testing.T) float64 {
 	return 0
 }
 
+// ownsEveryShard waits until m, alone, has claimed the 16 shards.
+func ownsEveryShard(t *testing.T, m *member) {
+	t.Helper()
+	poll.UntilMet(t, m.id+" to own every shard", 30*time.Second, func() string {
+		if st := m.b.Cluster().Stats(); st.Shards != 16 {
+			return fmt.Sprintf("%d shards", st.Shards)
+		}
+		return ""
+	})
+}
+
 // A replica watches etcd once: the store's follow feeds the engine's view
 // and the cluster's (members and shards). Before, the cluster had a
 // watch of its own over the same keys.
 func TestOneWatchPerReplica(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	a := startMember(t, etcd, "/probed/", "a")
-	poll.UntilMet(t, "a to own every shard", 30*time.Second, func() string {
-		if st := a.b.Cluster().Stats(); st.Shards != 16 {
-			return fmt.Sprintf("%d shards", st.Shards)
-		}
-		return ""
-	})
+	ownsEveryShard(t, a)
 	// A watch of Load's (the history) may still be ending.
 	poll.UntilMet(t, "one watcher on etcd", 10*time.Second, func() string {
 		if n := watchers(t); n != 1 {
@@ -251,12 +257,7 @@ func TestOneWatchPerReplica(t *testing.T) {
 func TestForeignWritesAreNoStall(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	a := startMember(t, etcd, "/probed/", "a")
-	poll.UntilMet(t, "a to own every shard", 30*time.Second, func() string {
-		if st := a.b.Cluster().Stats(); st.Shards != 16 {
-			return fmt.Sprintf("%d shards", st.Shards)
-		}
-		return ""
-	})
+	ownsEveryShard(t, a)
 	before := a.b.Cluster().Stats()
 	// A neighbour writes its own keys, once per poll, until a has renewed
 	// its lease six times (three TTLs of 2 s).
