@@ -4,16 +4,17 @@ TOOL     := $(GO) tool -modfile=tools/go.mod
 BUF      := $(TOOL) buf
 BIN      := bin
 DATA_DIR ?= ./probed-data
-# make run's listeners; METRICS_ADDR= or UI_ADDR= turns one off.
+# make run's listeners; METRICS_ADDR=, UI_ADDR= or XDS_ADDR= turns one off.
 ADDR         ?= 127.0.0.1:50051
 UI_ADDR      ?= 127.0.0.1:8080
 METRICS_ADDR ?= 127.0.0.1:9464
+XDS_ADDR     ?= 127.0.0.1:18000
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 GOFILES   = $(shell git ls-files --cached --others --exclude-standard '*.go')
 
 .DEFAULT_GOAL := help
-.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster soak fuzz check clean tools kube-bins test-kube bench-kube image
+.PHONY: help generate checkgenerate lint breaking build run demo cluster test test-cluster stress soak fuzz check clean tools kube-bins test-kube bench-kube image helm kube-demo
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,8 +52,11 @@ build: ## Build probed, probectl, probed-bench and probed-kube into bin/.
 	cd kube && $(GO) build -ldflags "$(LDFLAGS)" -o $(abspath $(BIN))/ ./cmd/probed-kube
 	cd bench && $(GO) build -ldflags "$(LDFLAGS)" -o $(abspath $(BIN))/ ./cmd/probed-bench
 
-run: build ## Start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
-	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)' --allow-self-probes
+# make run builds what it runs (probed) and what the README's session
+# beside it runs (probectl); not probed-kube or probed-bench (make build).
+run: ## Build bin/probed and bin/probectl and start probed; move it with ADDR, UI_ADDR, METRICS_ADDR, XDS_ADDR, DATA_DIR (e.g. make run ADDR=127.0.0.1:50052).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/probed ./cmd/probectl
+	$(BIN)/probed --addr '$(ADDR)' --data-dir '$(DATA_DIR)' --ui-addr '$(UI_ADDR)' --metrics-addr '$(METRICS_ADDR)' --xds-addr '$(XDS_ADDR)' --allow-self-probes
 
 demo: ## Knative-style demo: probed and its status page, a flapping fake pod, the activator proxy and probectl watch (Ctrl-C stops all).
 	GO=$(GO) ./examples/activator/demo.sh
@@ -60,22 +64,30 @@ demo: ## Knative-style demo: probed and its status page, a flapping fake pod, th
 cluster: ## Three probed replicas over a local etcd (built from the Go module proxy) on one machine (Ctrl-C stops all).
 	GO=$(GO) BIN=$(BIN) ./examples/cluster/cluster.sh
 
+# The product's tests: the main module (probed, probectl, the client,
+# the examples) under the race detector, and the benchmark tool's (bench/).
+# Nothing of the Kubernetes module or its control plane (make test-kube).
 # Tests skipped for a missing prerequisite that CI requires (the browser
-# test, the other-language examples) are listed at the end: go test itself
-# says nothing of a passing package's skips.
-SKIP_REPORT ?= $(CURDIR)/.test-skipped
-test: kube-bins ## Run every test, with the race detector but the benchmark tool's (bench/), the kube module's on a real control plane too (about 15 min on 2 cores, plus ~10 min once to build the control plane; of the cluster process tests, the SIGKILL one).
-	@rm -f '$(SKIP_REPORT)'
-	@PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...; rc=$$?; \
-	(cd kube && PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -race -count=1 -timeout 20m ./...) || rc=1; \
-	(cd bench && PROBED_SKIP_REPORT='$(SKIP_REPORT)' $(GO) test -count=1 -timeout 20m ./...) || rc=1; \
-	if [ -s '$(SKIP_REPORT)' ]; then echo; echo "SKIPPED here, required in CI:"; sed 's/^/  /' '$(SKIP_REPORT)'; fi; \
-	rm -f '$(SKIP_REPORT)'; exit $$rc
+# test, the other-language examples) are listed at the end
+# (.ci/skipreport): go test itself says nothing of a passing package's
+# skips.
+test: ## Run the product's tests: the main module with -race, bench/ (about 10 min on 2 cores from an empty module cache; of the cluster process tests, the SIGKILL one). Kubernetes: make test-kube.
+	@./.ci/skipreport \
+		'$(GO) test -race -count=1 -timeout 20m ./...' \
+		'cd bench && $(GO) test -count=1 -timeout 20m ./...'
+
+# Every package of the main module STRESS_N times in a row under -race,
+# with two busy loops beside it (.ci/stress; STRESS_PKGS narrows it, e.g.
+# STRESS_PKGS=./engine/...). Long: it is not part of check.
+STRESS_N    ?= 20
+STRESS_PKGS ?= ./...
+stress: ## Each package's tests 20 times in a row (STRESS_N) under -race beside two busy loops; STRESS_PKGS=./engine/... narrows it.
+	GO=$(GO) ./.ci/stress -n $(STRESS_N) $(STRESS_PKGS)
 
 # Without the race detector: the test process hosts etcd, which it slows
 # several times (the replicas under test are built without it anyway).
-test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost or paused, etcd restored from a backup, the chaos soak's short form (~2.5 min on a quiet machine, 3–4 min under load).
-	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestCluster(StopReplica|Join|EtcdLeaderLost|PausedReplicaProbesNothing|EtcdRestored)$$' ./cmd/probed
+test-cluster: ## The long cluster process tests: SIGSTOP of a replica, a fourth replica joining, etcd's leader lost or paused, etcd restored from a backup, a 20,000-target apply killed five times, the chaos soak's short form (~5 min on a quiet machine, 6–8 min under load).
+	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 15m -run '^TestCluster(StopReplica|Join|EtcdLeaderLost|PausedReplicaProbesNothing|EtcdRestored|ApplyCrash)$$' ./cmd/probed
 	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 5m -run '^TestLeaderPauseKeepsLease$$' ./cluster
 	PROBED_CLUSTER_LONG=1 $(GO) test -count=1 -timeout 10m -run '^TestClusterSoak$$' ./internal/clustersoak
 
@@ -107,20 +119,30 @@ fuzz: ## Run each fuzz target for $(FUZZTIME) inputs (seed corpora under */testd
 kube-bins: ## Build kube-apiserver, kube-controller-manager v1.37.2 and etcd for the kube tests into ~/.cache/probed (cold ~10 min, warm ~30 s, then reused).
 	GO=$(GO) ./kube/controlplane/build.sh
 
-test-kube: kube-bins ## Only the kube module's tests (part of `test`) on a real control plane, required (PROBED_REQUIRE_KUBE=1).
-	cd kube && PROBED_REQUIRE_KUBE=1 $(GO) test -race -count=1 -timeout 20m ./...
+test-kube: kube-bins ## The kube module's tests (probed-kube) on a real control plane, required (PROBED_REQUIRE_KUBE=1): builds the control plane first (~10 min once, then cached).
+	@./.ci/skipreport 'cd kube && PROBED_REQUIRE_KUBE=1 $(GO) test -race -count=1 -timeout 20m ./...'
 
-bench-kube: kube-bins ## probed-kube's figures (BENCHMARKS.md): readiness latency beside kubelet's period model, and patches per flip with 2,000 pods.
-	cd kube && PROBED_REQUIRE_KUBE=1 PROBED_KUBE_BENCH=1 $(GO) test -count=1 -timeout 20m -run '^(TestLatency|TestThousandsOfPods)$$' -v ./gate
+bench-kube: kube-bins ## probed-kube's figures (BENCHMARKS.md): readiness latency beside kubelet's model, patches per flip with 2,000 pods, a 300-pod rollout, 10,000 pods, flapping beside steady pods (the controller a process of its own).
+	cd kube && $(GO) build -o $(abspath $(BIN))/probed-kube ./cmd/probed-kube
+	cd kube && PROBED_REQUIRE_KUBE=1 PROBED_KUBE_BENCH=1 PROBED_KUBE_CONTROLLER=$(abspath $(BIN))/probed-kube $(GO) test -count=1 -timeout 60m \
+		-run '^(TestLatency|TestThousandsOfPods|TestRollout|TestTenThousandPods|TestFlappingBesideSteady|TestProbedRestart)$$' -v ./gate
 
-image: ## Build the container image (static binaries, non-root, CA certificates) with no registry: bin/probed-image.tar (docker/podman load) and the OCI layout bin/oci.
+image: ## Build the container image (static binaries, non-root, CA certificates) with no registry, tagged as the chart deploys it (probed:<appVersion>): bin/probed-image.tar (docker/podman/kind load) and the OCI layout bin/oci.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(BIN)/static/ ./cmd/probed ./cmd/probectl
 	cd kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $(abspath $(BIN))/static/ ./cmd/probed-kube
-	cd kube && $(GO) run ./cmd/probed-image --version '$(VERSION)' --tar $(abspath $(BIN))/probed-image.tar --layout $(abspath $(BIN))/oci \
+	cd kube && $(GO) run ./cmd/probed-image --chart $(abspath deploy/helm/probed) --version '$(VERSION)' --tar $(abspath $(BIN))/probed-image.tar --layout $(abspath $(BIN))/oci \
 		$(abspath $(BIN))/static/probed $(abspath $(BIN))/static/probectl $(abspath $(BIN))/static/probed-kube
-	cd kube && $(GO) test -count=1 -run '^TestMadeImage$$' ./image
+	cd kube && $(GO) test -count=1 -run '^TestMadeImage' ./image
 
-check: checkgenerate lint breaking build test test-cluster fuzz ## Everything CI runs.
+kube-demo: kube-bins ## A control plane to try probed-kube on: probed and probed-kube with the chart's flags, examples/kubernetes/web.yaml served at its pod IPs, a flip every 3 s with its latency to the gate and the EndpointSlice; prints the KUBECONFIG for kubectl (Ctrl-C stops all).
+	cd kube && $(GO) build -o $(abspath $(BIN))/probed-kube-demo ./cmd/probed-kube-demo
+	$(BIN)/probed-kube-demo
+
+helm: ## Build helm, pinned in kube/tools/go.mod, into bin/helm (a few minutes the first time, then cached): bin/helm install probed deploy/helm/probed ...
+	cd kube/tools && $(GO) build -o $(abspath $(BIN))/helm helm.sh/helm/v3/cmd/helm
+	@$(BIN)/helm version --short
+
+check: checkgenerate lint breaking build test test-kube test-cluster fuzz ## Everything CI runs: the product's tests and the control plane's.
 
 clean: ## Remove build output and the local data dir.
 	rm -rf $(BIN) $(DATA_DIR) ./cluster-data

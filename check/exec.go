@@ -18,9 +18,10 @@ import (
 // message (kubelet's 10 KiB); the rest is read and dropped.
 const maxExecOutput = 10 << 10
 
-// execWaitDelay bounds how long Check waits for the command's output pipes
-// after the command exited or was killed: a child that inherited them
-// cannot hold the probe.
+// execWaitDelay bounds how long Check waits for the command's output pipe
+// after the command exited or was killed (execOutput), and for the
+// command to exit once killed: a child that inherited the pipe cannot
+// hold the probe.
 const execWaitDelay = 100 * time.Millisecond
 
 // execChecker runs an exec probe's command on the probe host.
@@ -58,16 +59,20 @@ func newExecChecker(e *probe.Exec, o *Options) (*execChecker, error) {
 // there was none.
 func (c *execChecker) Check(ctx context.Context) probe.Outcome {
 	start := time.Now()
-	var out cappedBuffer
+	out, err := newExecOutput()
+	if err != nil {
+		return probe.Outcome{Result: probe.Failure, Message: probe.BoundMessage(fmt.Sprintf("output pipe: %v", err)), Latency: time.Since(start)}
+	}
 	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = execWaitDelay
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stdout = out.w
+	cmd.Stderr = out.w
 	// Started and waited for as cmd.Run does, recorded meanwhile so that
 	// the reaper (StartReaper) leaves it to cmd.Wait.
 	release, err := children.start(cmd)
+	out.started()
 	if err == nil {
 		err = cmd.Wait()
 		release()
@@ -75,10 +80,11 @@ func (c *execChecker) Check(ctx context.Context) probe.Outcome {
 	if cmd.Process != nil {
 		// Children left behind by a command that exited. The group's id
 		// cannot be reused while a member lives, so this reaches only
-		// the command's own leftovers.
+		// the command's own leftovers (and ends their hold on the
+		// output pipe).
 		_ = killGroup(cmd.Process.Pid)
 	}
-	res, msg := execResult(ctx, cmd, err, strings.TrimSpace(out.String()))
+	res, msg := execResult(ctx, cmd, err, strings.TrimSpace(out.collect(execWaitDelay)))
 	return probe.Outcome{Result: res, Message: probe.BoundMessage(msg), Latency: time.Since(start)}
 }
 
@@ -87,9 +93,6 @@ func execResult(ctx context.Context, cmd *exec.Cmd, err error, output string) (p
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return probe.Success, output
-	case errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
-		// Exited 0; a child kept the output pipe open (and was killed).
 		return probe.Success, output
 	case ctx.Err() != nil:
 		return probe.Failure, withOutput(fmt.Sprintf("command did not finish: %v", ctx.Err()), output)
@@ -125,8 +128,8 @@ func (*execChecker) Close() {}
 
 // cappedBuffer keeps the first maxExecOutput bytes written to it and drops
 // the rest, never failing a write (a failed write would break the
-// command's pipe and change how it exits). os/exec writes to it from one
-// goroutine.
+// command's pipe and change how it exits). One goroutine at a time writes
+// to it (execOutput).
 type cappedBuffer struct {
 	b []byte
 }

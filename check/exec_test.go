@@ -3,8 +3,11 @@ package check_test
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +32,7 @@ func TestExec(t *testing.T) {
 		{
 			name:    "stdout and stderr",
 			command: []string{"sh", "-c", "echo out; echo err >&2; exit 3"},
-			want:    probe.Failure, wantMsg: "command exited with status 3: out\nerr",
+			want:    probe.Failure, wantMsg: `command exited with status 3: out\nerr`, // one line: control characters are escaped
 		},
 		{
 			name: "signal", command: []string{"sh", "-c", "kill -TERM $$"},
@@ -133,4 +136,32 @@ func waitGone(t *testing.T, pid int) {
 		}
 		return fmt.Sprintf("child %d still running after the check: %s", pid, s)
 	})
+}
+
+// TestExecOutputOfACommandThatLeftAChild: the output of a command that
+// exited 0 leaving a background child holding its output pipe is the
+// probe's message, however late the process gets to read it. The Go
+// scheduler is made busy (one P, goroutines that never block), as a
+// loaded machine makes it: the goroutine that reads the pipe then runs
+// long after the command has exited. Before, the pipe was closed
+// execWaitDelay after the exit whether or not it had been read, and the
+// message was lost ("", 3 runs in 40 of the reaper test under load).
+//
+// Not parallel: it sets GOMAXPROCS.
+func TestExecOutputOfACommandThatLeftAChild(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var stop atomic.Bool
+	var busy sync.WaitGroup
+	defer busy.Wait()
+	defer stop.Store(true)
+	for range 8 {
+		busy.Go(func() {
+			for !stop.Load() {
+			}
+		})
+	}
+	c := open(t, check.Options{AllowExec: true}, probe.Handler{Exec: &probe.Exec{Command: []string{"sh", "-c", "sleep 30 & echo ok"}}})
+	for range 5 {
+		wantOutcome(t, run(t, c, time.Minute), probe.Success, "ok", false)
+	}
 }

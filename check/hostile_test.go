@@ -2,11 +2,14 @@ package check_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/engine/probe"
@@ -295,5 +298,41 @@ func TestUnspecifiedAddressRefused(t *testing.T) {
 			out := run(t, open(t, opts, probe.Handler{TCPSocket: &probe.TCPSocket{Host: host, Port: port}}), timeout)
 			wantOutcome(t, out, probe.Failure, "is unspecified (it means this host), never a probe target", true)
 		}
+	}
+}
+
+// TestHostileTextIsEscaped: what a target sends that enters a probe's
+// message — a reason phrase, a body, a gRPC status message, a command's
+// output — has its control characters escaped (probe.BoundMessage):
+// messages reach pod conditions, logs, terminals and the status page,
+// where an escape sequence would act.
+func TestHostileTextIsEscaped(t *testing.T) {
+	t.Parallel()
+	const hostile = "\x1b[2J\x1b]0;pwned\a\u009b31m\u202e"
+	body := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, hostile) }))
+	t.Cleanup(body.Close)
+	hostHeader, portHeader := hostPort(t, probedtest.HeaderServer(t, "HTTP/1.1 300 "+hostile, func(int) string { return "" }))
+	hostBody, portBody := hostPort(t, body.Listener.Addr().String())
+	hostGRPC, portGRPC := hostPort(t, probedtest.FailingHealthServer(t, hostile))
+	tests := []struct {
+		name string
+		h    probe.Handler
+	}{
+		{"an HTTP reason phrase", probe.Handler{HTTPGet: &probe.HTTPGet{Host: hostHeader, Port: portHeader}}},
+		{"an HTTP body that is not the one expected", probe.Handler{HTTPGet: &probe.HTTPGet{Host: hostBody, Port: portBody, ExpectedBody: "ready"}}},
+		{"a gRPC status message", probe.Handler{GRPC: &probe.GRPC{Host: hostGRPC, Port: portGRPC}}},
+		{"a command's output", probe.Handler{Exec: &probe.Exec{Command: []string{"printf", strings.ReplaceAll(hostile, "%", "%%")}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := run(t, open(t, check.Options{AllowExec: true}, tt.h), timeout)
+			if i := strings.IndexFunc(out.Message, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }); i >= 0 {
+				t.Errorf("message %q: a control character at %d", out.Message, i)
+			}
+			if !strings.Contains(out.Message, "pwned") {
+				t.Errorf("message %q does not show what the target sent", out.Message)
+			}
+		})
 	}
 }

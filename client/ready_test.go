@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -17,7 +18,8 @@ func TestWaitReady(t *testing.T) {
 		name    string
 		timeout time.Duration
 		// setup creates what the test needs and returns the target to wait
-		// for and, optionally, what to do while WaitReady waits.
+		// for and, optionally, what to do while WaitReady waits (once its
+		// watch is open on s).
 		setup     func(t *testing.T, c *client.Client) (name string, during func())
 		wantErr   error
 		wantProbe probev1.Result // readiness result of the returned target
@@ -36,10 +38,7 @@ func TestWaitReady(t *testing.T) {
 			setup: func(t *testing.T, c *client.Client) (string, func()) {
 				b := probedtest.NewBackend(t, false)
 				mustCreate(t, c, b.Readiness("flip"))
-				return "flip", func() {
-					time.Sleep(300 * time.Millisecond)
-					b.SetHealthy(true)
-				}
+				return "flip", func() { b.SetHealthy(true) }
 			},
 			wantProbe: probev1.Result_RESULT_SUCCESS,
 		},
@@ -56,7 +55,6 @@ func TestWaitReady(t *testing.T) {
 				b := probedtest.NewBackend(t, false)
 				mustCreate(t, c, lingering(b.Readiness("doomed")))
 				return "doomed", func() {
-					time.Sleep(200 * time.Millisecond)
 					if _, err := c.Delete(t.Context(), "doomed"); err != nil {
 						t.Errorf("Delete: %v", err)
 					}
@@ -78,13 +76,18 @@ func TestWaitReady(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, c := start(t, probedtest.Options{})
+			s, c := start(t, probedtest.Options{})
 			name, during := tt.setup(t, c)
 			if during != nil {
 				done := make(chan struct{})
 				defer func() { <-done }()
 				go func() {
 					defer close(done)
+					// WaitReady's watch is the server's only one.
+					if err := poll.Wait("WaitReady's watch", 10*time.Second, func() bool { return s.Engine.Stats().Watchers > 0 }); err != nil {
+						t.Error(err)
+						return
+					}
 					during()
 				}()
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -28,16 +29,13 @@ func TestWatchResumesOnAnotherReplica(t *testing.T) {
 	defer c.Close()
 	create := func(name string) {
 		t.Helper()
-		for {
-			_, err := c.Create(ctx, &probev1.Target{Name: name})
-			if err == nil {
-				return
+		// A replica just stopped: the client moves on to another.
+		poll.UntilMet(t, "Create("+name+") served by a replica that runs", 30*time.Second, func() string {
+			if _, err := c.Create(ctx, &probev1.Target{Name: name}); err != nil {
+				return err.Error()
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("Create(%s): %v", name, err)
-			}
-			time.Sleep(10 * time.Millisecond) // a replica just stopped: the client moves on
-		}
+			return ""
+		})
 	}
 	create("r0-a")
 	create("r1-a")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/server"
@@ -157,7 +158,7 @@ func TestWatchClosesWhenCanceled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	poll.UntilBlocked(t, "client.(*watchStream).send", 1)
 	cancel()
 	timeout := time.After(5 * time.Second)
 	for {

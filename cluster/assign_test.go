@@ -8,13 +8,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // testView is a view of members (id → joined) whose shards are owned as
 // owners says ("" free), each member on lease 1+its index.
 func testView(t *testing.T, shards int, joined map[string]time.Time, owners []string) *view {
 	t.Helper()
-	v := newView(newKeys("/p/", shards))
+	v := newView(keyspace.New("/p/", shards))
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for id := range joined {
 			if !yield(id) {

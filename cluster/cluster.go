@@ -1,21 +1,24 @@
 // Package cluster is probed's cluster mode membership over etcd: which
-// replicas are alive, which of them probes which targets, and the fence
-// that keeps a replica that lost a target from writing about it.
+// replicas are alive and which of them should own which shard of the
+// targets, and the keys that say so.
 //
 // Targets are split into a fixed number of shards by a hash of their name
 // (ShardOf). Every replica keeps a member key on its lease; each shard's
 // owner holds the shard's owner key on its lease; rendezvous hashing over
 // the settled members names each shard's desired owner, which claims the
 // shard when its key is free, while an owner that is no longer the
-// desired one releases it (stops probing, then deletes the key). The
-// lease is renewed only while the replica makes progress (Heartbeat), so
-// a replica that is stuck loses its shards. docs/cluster.md is the
-// design.
+// desired one releases it (Release: its engine stops probing the shard's
+// targets and flushes their writes, then the key is deleted). The lease is
+// renewed only while the replica makes progress (Heartbeat), so a replica
+// that is stuck loses its shards. The owner keys are all there is to
+// ownership: the replica's etcd store follows them in the same stream as
+// the events, tells its engine which targets to probe, and fences its
+// writes with them (store/etcd). docs/cluster.md is the design.
 //
 // # Structure
 //
-//   - Cluster (cluster.go): options, accessors for the engine and the
-//     server (Owns, Owner, Fence, Members, Stats).
+//   - Cluster (cluster.go): options, accessors for the server (Owner,
+//     Members, Stats) and the store (Instance, Leading).
 //   - Run (run.go): join, serve, leave, rejoin after a lost lease.
 //   - The lease (lease.go): renewal gated by Heartbeat (progress.go: the
 //     heartbeats run beside the renewals), and the watchdog that declares
@@ -31,36 +34,39 @@
 //
 // Run owns every goroutine and waits for all of them before it returns:
 // the control loop (Run's own goroutine: the view's updates, claims,
-// releases and every Lose call), and per lease the heartbeats (progress.go),
-// the renewer and the watchdog; the election of the compaction leader
-// runs beside them for the whole Run. Gain and Drop run mostly on the
-// goroutine that feeds Observe (the engine's follow), under owning.
+// releases and every Release and Keep call), and per lease the heartbeats
+// (progress.go), the renewer and the watchdog; the election of the
+// compaction leader runs beside them for the whole Run. Observe runs on
+// its caller's goroutine (the engine's follow) and only queues.
 package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Defaults of Options.
 const (
-	DefaultPrefix   = "/probed/"
+	DefaultPrefix   = keyspace.DefaultPrefix
 	DefaultLeaseTTL = 5 * time.Second
-	DefaultShards   = 4096
+	DefaultShards   = keyspace.DefaultShards
 	// MinLeaseTTL is etcd's smallest lease at its default timing (its
 	// minimum TTL is 1.5 × the election timeout of 1 s, rounded up).
 	MinLeaseTTL = 2 * time.Second
 	// MaxShards bounds Options.Shards.
-	MaxShards = 1 << 16
+	MaxShards = keyspace.MaxShards
 )
 
 // Errors.
@@ -69,13 +75,15 @@ var (
 	ErrInvalid = errors.New("cluster: invalid options")
 	// ErrShardCount: the cluster's P/meta pins another number of shards
 	// than Options.Shards.
-	ErrShardCount = errors.New("cluster: shard count differs from the cluster's")
+	ErrShardCount = keyspace.ErrShardCount
 )
 
-// Options configure a Cluster. Client, ReplicaID, AdvertiseAddr, Gain and
-// Lose are required. The Cluster does not watch etcd itself: its view of
-// the other replicas' member and shard keys is what Observe is handed (in
-// probed, by the etcd store's Follow).
+// Options configure a Cluster. Client, ReplicaID, AdvertiseAddr and
+// Release are required. The Cluster does not watch etcd itself: its view
+// of the other replicas' member and shard keys is what Observe is handed
+// (in probed, by the etcd store's Follow). Nor does it tell the engine
+// which shards it owns: the engine's store follows that in the same
+// stream (store/etcd Options.Shards, with Instance).
 type Options struct {
 	// Client talks to etcd; the caller closes it after Run returned.
 	Client *clientv3.Client
@@ -114,47 +122,32 @@ type Options struct {
 	// only after a call returned nil. It must return when its context
 	// ends. nil: always progressing (tests and tools; probed passes one).
 	Heartbeat func(ctx context.Context) error
-	// Gain is called with shards this replica now owns (sorted) and the
-	// etcd revision of their claim, for the caller to probe their targets:
-	// from Observe, on the store's follow goroutine, when the claim's
-	// revision arrives in the stream (the engine's view is exactly at rev:
-	// everything the previous owner wrote is in it, nothing later); from
-	// Run's goroutine when a view reloaded after a gap in the stream
-	// shows claims the stream skipped, or when a shard whose release
-	// stalled is kept after all. Owns already reports them owned. It must
-	// not block (it runs on the follow goroutine).
-	Gain func(shards []int, rev int64)
-	// Drop, when set, is called from Observe with shards the stream shows
-	// taken from this replica's lease while it owned them (their keys
-	// deleted, or the lease expired in etcd), at that revision: the caller
-	// stops probing their targets at once, without waiting for anything
-	// (their writes are fenced off already). Owns reports them not owned
-	// before. It must not block. Gain and Drop are never called
-	// concurrently.
-	Drop func(shards []int)
-	// Lose is called with shards this replica stops owning (sorted), to
-	// stop probing them: shards about to be released (the owner key is
-	// deleted once Lose returned: it returns once their probes stopped and
-	// their writes are flushed; Fence still holds meanwhile; bounded by
-	// LeaseTTL, as a crash would be), or shards lost with the lease (not
-	// renewed for a TTL, expired, or its member key deleted). Owns
-	// reports them not owned before Lose is called. (A shard key deleted
-	// behind the replica's back is Drop's, at its revision.)
-	//
-	// Lose is called from Run's goroutine, never concurrently with
-	// itself; a Gain or Drop that began before a release or a loss
-	// returns before its Lose is called.
-	Lose func(ctx context.Context, shards []int) error
+	// Release is called with shards this replica stops owning (sorted),
+	// to stop probing them: shards it is about to give up (a release to
+	// the member that should own them, or a leave: their owner keys are
+	// deleted once Release returned, so it returns once their probes
+	// stopped and their writes are flushed; bounded by LeaseTTL, as a
+	// crash would be), or every shard it held when its lease is lost (not
+	// renewed for a TTL, expired, or its member key deleted). It is
+	// called from Run's goroutine, never concurrently with itself. A shard
+	// whose key the stream shows taken from this replica's lease behind
+	// its back is not Release's: the engine sees that in its own stream
+	// (store/etcd Options.Shards).
+	Release func(ctx context.Context, shards []int) error
+	// Keep, when set, is called with shards whose release stalled (their
+	// keys could not be deleted) and that this replica is to own again
+	// after all: their targets are probed again. From Run's goroutine.
+	Keep func(shards []int)
 	// Observed, when set, is the highest etcd revision the replica has
 	// seen besides this package's keys (its view of the events): a
 	// renewal answered at a lower revision (confirmed by a linearizable
 	// read) means that etcd went back in time — restored from a backup —,
-	// and the replica leaves and rejoins (Suspend, Lose, then Resume,
+	// and the replica leaves and rejoins (Suspend, Release, then Resume,
 	// whose caller reloads its view).
 	Observed func() int64
 	// Suspend, when set, is called as soon as the lease is known lost
 	// (not renewed for LeaseTTL less the margin — etcd unreachable, or the
-	// replica stuck —, expired, or the member key deleted), before Lose,
+	// replica stuck —, expired, or the member key deleted), before Release,
 	// from any of Run's goroutines: the replica's view of what the others
 	// write may be stale from then on, so it stops vouching for it (stops
 	// serving reads and watches, reports itself not serving).
@@ -176,13 +169,8 @@ func (o *Options) setDefaults() error {
 	if o.Client == nil {
 		bad("Client", "required")
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if !strings.HasSuffix(o.Prefix, "/") {
-		o.Prefix += "/"
-	}
-	if err := CheckReplicaID(o.ReplicaID); err != "" {
+	o.Prefix = keyspace.Prefix(o.Prefix)
+	if err := keyspace.CheckReplicaID(o.ReplicaID); err != "" {
 		bad("ReplicaID", "%s", err)
 	}
 	if o.AdvertiseAddr == "" {
@@ -208,14 +196,11 @@ func (o *Options) setDefaults() error {
 	case o.Settle < 0:
 		bad("Settle", "%v is negative", o.Settle)
 	}
-	if o.Gain == nil {
-		bad("Gain", "required")
+	if o.Release == nil {
+		bad("Release", "required")
 	}
-	if o.Drop == nil {
-		o.Drop = func([]int) {}
-	}
-	if o.Lose == nil {
-		bad("Lose", "required")
+	if o.Keep == nil {
+		o.Keep = func([]int) {}
 	}
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
@@ -224,24 +209,6 @@ func (o *Options) setDefaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return errors.Join(errs...)
-}
-
-// CheckReplicaID returns what is wrong with a replica ID, or "": it names
-// keys in etcd (the member key, P/writers/<id>), so it is 1 to 128 bytes
-// without '/' or control characters.
-func CheckReplicaID(id string) string {
-	switch {
-	case id == "":
-		return "required"
-	case len(id) > 128:
-		return fmt.Sprintf("%d bytes, more than 128", len(id))
-	}
-	for _, r := range id {
-		if r == '/' || r < 0x20 || r == 0x7f {
-			return fmt.Sprintf("%q has a %q", id, r)
-		}
-	}
-	return ""
 }
 
 // Member is a live replica.
@@ -280,7 +247,7 @@ type Stats struct {
 // nothing is owned).
 type Cluster struct {
 	opts  Options
-	keys  keys
+	keys  keyspace.Keys
 	clock clockwork.Clock
 	log   *slog.Logger
 	ttl   time.Duration
@@ -288,30 +255,17 @@ type Cluster struct {
 	// stream queues what Observe is handed for Run's goroutine.
 	stream *stream
 
+	// instance names this process in its member key (Instance).
+	instance string
+
 	mu sync.RWMutex
-	// view of the member and shard keys; written by Run's goroutine with
-	// mu held.
+	// view of the member and shard keys (the claims' and releases'
+	// answers, and the stream): the assignment's, Owner's and Members'.
+	// Written by Run's goroutine with mu held.
 	view *view
 	// lease is this replica's current lease, 0 when it has none (not
 	// joined yet, or lost: set to 0 as soon as the loss is noticed).
 	lease clientv3.LeaseID
-	// releasing: shards whose release has begun; Owns is false, Fence
-	// still holds until the key is deleted. releasedAt: the revision of
-	// the release's answer (0: none yet), as of which the key is no
-	// longer on the lease; Owns stays false until the stream is there.
-	releasing  []bool
-	releasedAt []int64
-	// streamed is the member and shard keys as the replica's stream
-	// (Observe) established them, revision by revision, with no claim or
-	// release applied ahead of it: Owns answers from it, so that the
-	// engine takes a shard's targets at the claim's revision. Reset at each
-	// join, with the view.
-	streamed *view
-
-	// owning serializes what changes the engine's ownership: Gain and
-	// Drop (from Observe, or Run's goroutine), and the start of a release
-	// or of a loss (before their Lose). Taken before mu.
-	owning sync.Mutex
 
 	batch   atomic.Int32 // shards per claim or release transaction
 	runOnce atomic.Bool
@@ -340,18 +294,20 @@ func New(opts Options) (*Cluster, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	k := newKeys(opts.Prefix, opts.Shards)
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	k := keyspace.New(opts.Prefix, opts.Shards)
 	c := &Cluster{
-		opts:       opts,
-		keys:       k,
-		clock:      opts.Clock,
-		log:        opts.Logger.With("replica", opts.ReplicaID),
-		ttl:        opts.LeaseTTL,
-		view:       newView(k),
-		streamed:   newView(k),
-		stream:     newStream(),
-		releasing:  make([]bool, opts.Shards),
-		releasedAt: make([]int64, opts.Shards),
+		opts:     opts,
+		keys:     k,
+		clock:    opts.Clock,
+		log:      opts.Logger.With("replica", opts.ReplicaID),
+		ttl:      opts.LeaseTTL,
+		instance: hex.EncodeToString(nonce[:]),
+		view:     newView(k),
+		stream:   newStream(),
 	}
 	c.batch.Store(batch)
 	c.view.bad = func(id string, err error) {
@@ -366,33 +322,13 @@ func (c *Cluster) ShardCount() int { return c.opts.Shards }
 // ShardOf is the shard of the named target: fnv-1a of the name modulo
 // Options.Shards.
 func (c *Cluster) ShardOf(name string) int {
-	return shardOf(name, c.opts.Shards)
+	return c.keys.ShardOf(name)
 }
 
-// Owns reports whether this replica probes the named target: as of the
-// revision its stream (Observe) has reached, it holds the shard's owner
-// key on its current lease, and it is not releasing it. It is the
-// engine's ownership predicate: over the engine's follow goroutine it
-// answers at the revision the engine's view is at.
-func (c *Cluster) Owns(name string) bool {
-	s := c.ShardOf(name)
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.ownsLocked(s)
-}
-
-// ownsLocked: shard s is this replica's to probe, as of the stream; mu
-// held.
-func (c *Cluster) ownsLocked(s int) bool {
-	return c.lease != 0 && c.streamed.owners[s].lease == c.lease && !c.releasingLocked(s)
-}
-
-// releasingLocked: shard s's release has begun and the stream has not
-// reached its end (the key's deletion, or the answer that found it on
-// another lease); mu held.
-func (c *Cluster) releasingLocked(s int) bool {
-	return c.releasing[s] && (c.releasedAt[s] == 0 || c.streamed.rev < c.releasedAt[s])
-}
+// Instance names this process in its member key (random, new with each
+// Cluster): the etcd store of the same process owns the shards held on
+// the lease of the member key that names it (store/etcd Options.Instance).
+func (c *Cluster) Instance() string { return c.instance }
 
 // Owner is the replica that owns the named target's shard, from the
 // watched keys (for forwarding API calls); false when the shard has no
@@ -412,6 +348,19 @@ func (c *Cluster) Owner(name string) (Member, bool) {
 	return c.memberLocked(m), true
 }
 
+// OwnedSince is the etcd revision of the claim of the named target's
+// shard by its owner in the view (Owner), 0 when the shard has no owner:
+// the revision at which the owner's engine takes the shard's targets.
+func (c *Cluster) OwnedSince(name string) int64 {
+	s := c.ShardOf(name)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if o := c.view.owners[s]; o.id != "" {
+		return o.rev
+	}
+	return 0
+}
+
 // Members are the live replicas, sorted by ID.
 func (c *Cluster) Members() []Member {
 	c.mu.RLock()
@@ -426,27 +375,6 @@ func (c *Cluster) Members() []Member {
 // memberLocked describes m; mu held.
 func (c *Cluster) memberLocked(m *member) Member {
 	return Member{ID: m.id, Addr: m.addr, Joined: m.joined, Shards: c.view.heldBy(m.lease)}
-}
-
-// Fence is what a fenced write of the named target compares: the owner
-// key of its shard must be attached to lease (clientv3.LeaseValue(key) ==
-// lease). ok is false when this replica does not hold the shard's key on
-// its current lease, as far as it knows: neither the answers of its
-// claims and releases (the view) nor its stream (Owns') show the key on
-// it. It still holds while a shard is being released, so that the writes
-// Lose flushes are accepted, and it holds wherever Owns does: the stream
-// may bring a claim before the claim's own answer came back, and the
-// engine, probing from then on, must not have its writes refused by a
-// view behind the stream (a refused write drops the target). etcd's
-// compare is what decides; ok false only spares it a refused write.
-func (c *Cluster) Fence(name string) (key string, lease clientv3.LeaseID, ok bool) {
-	s := c.ShardOf(name)
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.lease == 0 || (c.view.owners[s].lease != c.lease && c.streamed.owners[s].lease != c.lease) {
-		return "", 0, false
-	}
-	return c.keys.shard(s), c.lease, true
 }
 
 // Leading reports whether this replica is the one that compacts etcd's

@@ -19,7 +19,7 @@ import (
 // Three replicas share the shards evenly, each shard owned once; a fourth
 // takes about a quarter of them once it has settled, not before, and
 // none is ever owned twice; a replica that leaves hands its shards over
-// after Lose returned. The fake clock decides when a member settles;
+// after Release returned. The fake clock decides when a member settles;
 // leases are long, so that etcd expires none meanwhile.
 func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 	clock := clockwork.NewFakeClock()
@@ -100,12 +100,12 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 	}
 	_, loses := a.calls()
 	if len(loses) != len(losesBefore)+1 {
-		t.Fatalf("a's Run ended with %d Lose calls, want 1", len(loses)-len(losesBefore))
+		t.Fatalf("a's Run ended with %d Release calls, want 1", len(loses)-len(losesBefore))
 	}
 	last := loses[len(loses)-1]
-	if n := len(last.shards); n != count(abcd, "a") || last.held != n || last.fenced != n || last.owned != 0 {
-		t.Errorf("a's last Lose: %d shards, %d keys held, %d fenced, %d owned; want %d shards, all held and fenced, none owned",
-			n, last.held, last.fenced, last.owned, count(abcd, "a"))
+	if n := len(last.shards); n != count(abcd, "a") || last.held != n || last.streamed != n {
+		t.Errorf("a's last Release: %d shards, %d keys held, %d owned in its log; want %d shards, all held and owned",
+			n, last.held, last.streamed, count(abcd, "a"))
 	}
 	bcd := cluster.Desired([]string{"b", "c", "d"}, e.shards)
 	e.waitOwners(bcd, b, c, d)
@@ -115,8 +115,13 @@ func TestReplicasShareShardsAndHandThemOver(t *testing.T) {
 			t.Fatalf("shard %d moved from %s to %s when a left", s, abcd[s], bcd[s])
 		}
 	}
-	if st := a.c.Stats(); st.Lease != 0 || st.Shards != 0 || a.c.Owns(e.names[0]) {
-		t.Errorf("a after Run: %+v, Owns %v; want no lease, no shard", st, a.c.Owns(e.names[0]))
+	if st := a.c.Stats(); st.Lease != 0 || st.Shards != 0 {
+		t.Errorf("a after Run: %+v; want no lease, no shard", st)
+	}
+	for s := range abcd {
+		if a.probes(s) {
+			t.Fatalf("a probes shard %d after it left", s)
+		}
 	}
 	resp, err := e.cli.Get(context.Background(), e.prefix+"members/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil || len(resp.Kvs) != 3 {
@@ -153,20 +158,15 @@ func waitLeading(t *testing.T, rs ...*replica) {
 	})
 }
 
-// checkOwnership checks each replica's Owns, Fence and Owner against the
-// owners etcd holds.
+// checkOwnership checks what each replica probes (its store's log) and
+// its Owner against the owners etcd holds.
 func checkOwnership(t *testing.T, e *env, owners []string, rs ...*replica) {
 	t.Helper()
 	for _, r := range rs {
-		lease := r.c.Stats().Lease
 		for s, name := range e.names {
 			mine := owners[s] == r.id
-			if got := r.c.Owns(name); got != mine {
-				t.Fatalf("%s.Owns(%q) (shard %d of %s) = %v", r.id, name, s, owners[s], got)
-			}
-			key, l, ok := r.c.Fence(name)
-			if ok != mine || (mine && (l != lease || key != e.prefix+"shards/"+pad4(s))) {
-				t.Fatalf("%s.Fence(%q) = %q, %x, %v; shard %d of %s", r.id, name, key, l, ok, s, owners[s])
+			if got := r.probes(s); got != mine {
+				t.Fatalf("%s probes shard %d of %s: %v", r.id, s, owners[s], got)
 			}
 			m, ok := r.c.Owner(name)
 			if !ok || m.ID != owners[s] || m.Addr != owners[s]+".example:50051" {
@@ -174,14 +174,6 @@ func checkOwnership(t *testing.T, e *env, owners []string, rs ...*replica) {
 			}
 		}
 	}
-}
-
-func pad4(s int) string {
-	b := []byte("0000")
-	for i := 3; s > 0; i, s = i-1, s/10 {
-		b[i] = byte('0' + s%10)
-	}
-	return string(b)
 }
 
 func count(owners []string, id string) int {

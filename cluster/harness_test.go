@@ -20,6 +20,7 @@ import (
 	"github.com/probed/probed/cluster"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/internal/poll"
 	storeetcd "github.com/probed/probed/store/etcd"
 )
@@ -32,8 +33,10 @@ type env struct {
 	prefix string
 	shards int
 	clock  clockwork.Clock
-	// probing is who probes each shard, by Gain, Drop and Lose: a Gain of
-	// a shard another replica still probes is a double owner.
+	// probing is who probes each shard, as each replica's engine would:
+	// a shard its store's log shows owned and that it has not released.
+	// A replica that starts probing a shard another still probes is a
+	// double owner.
 	probing probing
 	// names has a target name per shard.
 	names []string
@@ -65,11 +68,8 @@ func namesPerShard(t *testing.T, shards int) []string {
 
 func newCluster(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
-	if opts.Gain == nil {
-		opts.Gain = func([]int, int64) {}
-	}
-	if opts.Lose == nil {
-		opts.Lose = func(context.Context, []int) error { return nil }
+	if opts.Release == nil {
+		opts.Release = func(context.Context, []int) error { return nil }
 	}
 	c, err := cluster.New(opts)
 	if err != nil {
@@ -128,10 +128,14 @@ type replica struct {
 
 	log logged
 
-	mu    sync.Mutex
-	gains []gainCall
-	drops [][]int
-	loses []loseCall
+	mu sync.Mutex
+	// owned is what the replica's store's log shows it owning, released
+	// what it has released since (cleared when the log shows a shard
+	// leaving): it probes owned and not released, as its engine does.
+	owned, released []bool
+	gains           []gainCall // shards it started probing at a claim
+	drops           [][]int    // shards the log took while it probed them
+	loses           []loseCall // Release calls
 }
 
 // logged are the messages a replica logged.
@@ -161,16 +165,16 @@ type gainCall struct {
 type loseCall struct {
 	shards []int
 	// held: how many of the shards' keys were on the replica's lease
-	// when Lose was called; owned and fenced: how many Owns and Fence
-	// reported as owned.
-	held, owned, fenced int
+	// when Release was called; streamed: how many its store's log showed
+	// owned.
+	held, streamed int
 }
 
 // start starts a replica; edit, if not nil, changes its options. The
 // replica is stopped when the test ends if it is still running.
 func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 	e.t.Helper()
-	r := &replica{e: e, id: id}
+	r := &replica{e: e, id: id, owned: make([]bool, e.shards), released: make([]bool, e.shards)}
 	opts := cluster.Options{
 		Client:        e.etcd.Client(e.t),
 		Prefix:        e.prefix,
@@ -187,16 +191,15 @@ func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 			}
 			return nil
 		},
-		Gain: r.gain,
-		Drop: r.drop,
-		Lose: r.lose,
+		Release: r.release,
+		Keep:    r.keep,
 	}
 	if edit != nil {
 		edit(&opts)
 	}
 	r.c = newCluster(e.t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	r.feed = startFeed(e.t, opts.Client, e.prefix, id, r.c)
+	r.feed = r.startFeed()
 	done := make(chan error, 1)
 	go func() { done <- r.c.Run(ctx) }()
 	var once sync.Once
@@ -213,38 +216,45 @@ func (e *env) start(id string, edit func(*cluster.Options)) *replica {
 	return r
 }
 
-// startFeed runs what feeds a replica's view in probed: the etcd store's
-// Follow, handing the member and shard keys to c.Observe (the engine's
-// deliveries are dropped), from etcd's current revision. A Follow that
-// fails starts again from etcd's revision then, as the engine does when
-// it reloads its view. The function returned stops it and waits.
-func startFeed(t *testing.T, cli *clientv3.Client, prefix, id string, c *cluster.Cluster) func() {
+// startFeed runs what feeds a replica in probed: the etcd store's Follow,
+// following the replica's ownership (its Instance) and handing the member
+// and shard keys to its cluster's Observe, from a Load of the store (the
+// engine's deliveries are dropped, their ownership recorded: delivered).
+// A Follow that fails starts again from another Load, as the engine does
+// when it reloads its view. The function returned stops it and waits.
+func (r *replica) startFeed() func() {
+	t := r.e.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id, Membership: c.Observe})
+	s, err := storeetcd.Open(ctx, storeetcd.Options{Client: r.e.etcd.Client(t), Prefix: r.e.prefix, ReplicaID: r.id,
+		Shards: r.e.shards, Instance: r.c.Instance(), Membership: r.c.Observe})
 	if err != nil {
 		cancel()
 		t.Fatalf("storeetcd.Open: %v", err)
 	}
 	// From before the replica joins, as the engine's view is.
-	resp, err := cli.Get(ctx, prefix+"meta")
+	st, err := s.Load(ctx)
 	if err != nil {
 		cancel()
-		t.Fatalf("get meta: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
-	after := resp.Header.Revision
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer func() { _ = s.Close() }()
 		for ctx.Err() == nil {
-			_ = s.Follow(ctx, storeetcd.Position(after), func(uint64, []*engine.Change) {})
+			r.own(st.Revision, st.Ownership, false)
+			_ = s.Follow(ctx, st.Revision, func(d engine.Delivery) {
+				if d.Owned != nil {
+					r.own(d.Pos, d.Owned, true)
+				}
+			})
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond): // etcd's leader lost
 			}
-			if resp, err := cli.Get(ctx, prefix+"meta"); err == nil {
-				after = resp.Header.Revision
+			if again, err := s.Load(ctx); err == nil {
+				st = again
 			}
 		}
 	}()
@@ -254,43 +264,76 @@ func startFeed(t *testing.T, cli *clientv3.Client, prefix, id string, c *cluster
 	})
 }
 
-// gain runs on the replica's feed (Observe, from the store's Follow).
-func (r *replica) gain(shards []int, rev int64) {
-	// The claim revision: the newest creation of the gained keys (read
+// own records what the replica's engine does with its store's ownership
+// o at position pos: it starts probing the shards that turned its own
+// (when claimed, streamed: at the revision of their claim) and stops
+// probing those taken from it. It runs on the replica's feed.
+func (r *replica) own(pos uint64, o *engine.Ownership, claimed bool) {
+	var gained, dropped []int
+	r.mu.Lock()
+	for s, now := range o.Owned {
+		probing := r.owned[s] && !r.released[s]
+		if r.owned[s] && !now {
+			r.released[s] = false // the log shows it leaving
+		}
+		r.owned[s] = now
+		switch after := now && !r.released[s]; {
+		case after && !probing:
+			gained = append(gained, s)
+		case probing && !after:
+			dropped = append(dropped, s)
+		}
+	}
+	r.mu.Unlock()
+	rev := keyspace.EtcdRevision(pos)
+	if len(dropped) > 0 {
+		r.e.probing.lose(r.id, dropped)
+		r.mu.Lock()
+		r.drops = append(r.drops, dropped)
+		r.mu.Unlock()
+	}
+	if len(gained) == 0 {
+		return
+	}
+	// Gained at the claim's revision: the keys were created there (read
 	// at rev: they may be gone by now).
 	resp, err := r.e.cli.Get(context.Background(), r.e.prefix+"shards/", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
-		r.e.t.Errorf("%s: Gain: %v", r.id, err)
+		r.e.t.Errorf("%s: gain: %v", r.id, err)
 		return
 	}
-	keys := map[string]int64{}
+	created := map[string]int64{}
 	for _, kv := range resp.Kvs {
-		keys[string(kv.Key)] = kv.CreateRevision
+		created[string(kv.Key)] = kv.CreateRevision
 	}
-	var newest int64
-	for _, s := range shards {
-		newest = max(newest, keys[fmt.Sprintf("%sshards/%04d", r.e.prefix, s)])
+	for _, s := range gained {
+		if c := created[fmt.Sprintf("%sshards/%04d", r.e.prefix, s)]; claimed && c != rev {
+			r.e.t.Errorf("%s: gained shard %d at revision %d, its claim's is %d", r.id, s, rev, c)
+		}
 	}
-	if newest != rev {
-		r.e.t.Errorf("%s: Gain(%d shards) with revision %d, want the claim's %d", r.id, len(shards), rev, newest)
-	}
-	r.e.probing.gain(r.id, shards)
+	r.e.probing.gain(r.id, gained)
 	r.mu.Lock()
-	r.gains = append(r.gains, gainCall{slices.Clone(shards), rev})
+	r.gains = append(r.gains, gainCall{gained, rev})
 	r.mu.Unlock()
 }
 
-// drop runs on the replica's feed: shards taken from its lease.
-func (r *replica) drop(shards []int) {
-	r.e.probing.lose(r.id, shards)
-	r.mu.Lock()
-	r.drops = append(r.drops, slices.Clone(shards))
-	r.mu.Unlock()
-}
-
-func (r *replica) lose(ctx context.Context, shards []int) error {
-	r.e.probing.lose(r.id, shards)
+// release is the replica's Options.Release: it stops probing shards.
+func (r *replica) release(ctx context.Context, shards []int) error {
+	var stopped []int
 	call := loseCall{shards: slices.Clone(shards)}
+	r.mu.Lock()
+	for _, s := range shards {
+		// As the engine: only what the log shows owned is released.
+		if r.owned[s] {
+			call.streamed++
+			if !r.released[s] {
+				stopped = append(stopped, s)
+			}
+			r.released[s] = true
+		}
+	}
+	r.mu.Unlock()
+	r.e.probing.lose(r.id, stopped)
 	lease := r.c.Stats().Lease
 	resp, err := r.e.cli.Get(ctx, r.e.prefix+"shards/", clientv3.WithPrefix())
 	if err != nil {
@@ -304,12 +347,6 @@ func (r *replica) lose(ctx context.Context, shards []int) error {
 		if onLease[fmt.Sprintf("%sshards/%04d", r.e.prefix, s)] {
 			call.held++
 		}
-		if r.c.Owns(r.e.names[s]) {
-			call.owned++
-		}
-		if _, l, ok := r.c.Fence(r.e.names[s]); ok && l == lease {
-			call.fenced++
-		}
 	}
 	r.mu.Lock()
 	r.loses = append(r.loses, call)
@@ -317,14 +354,36 @@ func (r *replica) lose(ctx context.Context, shards []int) error {
 	return nil
 }
 
-// dropped returns copies of the recorded Drop calls.
+// keep is the replica's Options.Keep: it probes shards again.
+func (r *replica) keep(shards []int) {
+	var kept []int
+	r.mu.Lock()
+	for _, s := range shards {
+		if r.released[s] && r.owned[s] {
+			kept = append(kept, s)
+		}
+		r.released[s] = false
+	}
+	r.mu.Unlock()
+	r.e.probing.gain(r.id, kept)
+}
+
+// probes reports whether the replica probes shard s: its log shows it
+// owned, and it has not released it.
+func (r *replica) probes(s int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owned[s] && !r.released[s]
+}
+
+// dropped returns copies of the shards the log took while probed.
 func (r *replica) dropped() [][]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.drops)
 }
 
-// calls returns copies of the recorded Gain and Lose calls.
+// calls returns copies of the recorded gains and Release calls.
 func (r *replica) calls() ([]gainCall, []loseCall) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -53,7 +53,7 @@ func (c *Cluster) leadOnce(ctx context.Context) error {
 	campaign, stop := context.WithCancel(sess.Ctx())
 	defer stop()
 	defer context.AfterFunc(ctx, stop)()
-	e := concurrency.NewElection(sess, c.keys.election())
+	e := concurrency.NewElection(sess, c.keys.Election())
 	if err := e.Campaign(campaign, c.opts.ReplicaID); err != nil {
 		return err
 	}

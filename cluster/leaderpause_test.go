@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/probed/probed/cluster"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		runMember(cfg)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
 // runMember runs an etcd member until the process is killed.

@@ -71,8 +71,7 @@ func margin(ttl time.Duration) time.Duration {
 }
 
 // fail ends the session because its lease is lost (the first cause
-// counts): Owns and Fence are false from now on. Run's goroutine calls
-// Lose when it notices.
+// counts). Run's goroutine calls Release when it notices.
 func (c *Cluster) fail(s *session, cause error) {
 	c.mu.Lock()
 	if c.lease == s.lease {
@@ -216,7 +215,7 @@ func (c *Cluster) sameHistory(ctx context.Context, h *etcdserverpb.ResponseHeade
 	}
 	gctx, cancel := c.timeout(ctx, c.ttl/3)
 	defer cancel()
-	resp, err := c.opts.Client.Get(gctx, c.keys.meta())
+	resp, err := c.opts.Client.Get(gctx, c.keys.Meta())
 	if err != nil || resp.Header.Revision >= seen {
 		return nil // no verdict, or a follower behind
 	}

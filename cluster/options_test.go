@@ -15,9 +15,8 @@ import (
 func TestNewRejectsBadOptions(t *testing.T) {
 	cli := &clientv3.Client{}
 	noop := func(context.Context, []int) error { return nil }
-	gain := func([]int, int64) {}
 	valid := func() cluster.Options {
-		return cluster.Options{Client: cli, ReplicaID: "r1", AdvertiseAddr: "127.0.0.1:1", Gain: gain, Lose: noop}
+		return cluster.Options{Client: cli, ReplicaID: "r1", AdvertiseAddr: "127.0.0.1:1", Release: noop}
 	}
 	tests := []struct {
 		name  string
@@ -36,8 +35,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative shards", func(o *cluster.Options) { o.Shards = -1 }, "Shards"},
 		{"too many shards", func(o *cluster.Options) { o.Shards = cluster.MaxShards + 1 }, "Shards"},
 		{"negative settle", func(o *cluster.Options) { o.Settle = -time.Second }, "Settle"},
-		{"no Gain", func(o *cluster.Options) { o.Gain = nil }, "Gain"},
-		{"no Lose", func(o *cluster.Options) { o.Lose = nil }, "Lose"},
+		{"no Release", func(o *cluster.Options) { o.Release = nil }, "Release"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +57,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 
 func TestNewReportsEveryBadField(t *testing.T) {
 	_, err := cluster.New(cluster.Options{})
-	for _, field := range []string{"Client", "ReplicaID", "AdvertiseAddr", "Gain", "Lose"} {
+	for _, field := range []string{"Client", "ReplicaID", "AdvertiseAddr", "Release"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("New(Options{}): %v: does not name %s", err, field)
 		}
@@ -69,8 +67,7 @@ func TestNewReportsEveryBadField(t *testing.T) {
 func TestShardOfIsFNV1aModuloShards(t *testing.T) {
 	c, err := cluster.New(cluster.Options{
 		Client: &clientv3.Client{}, ReplicaID: "r", AdvertiseAddr: "a", Shards: 4096,
-		Gain: func([]int, int64) {},
-		Lose: func(context.Context, []int) error { return nil },
+		Release: func(context.Context, []int) error { return nil },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // errMemberTaken: the replica ID's member key is on another lease.
@@ -23,12 +25,12 @@ func (p permanent) Unwrap() error { return p.error }
 // Run is this replica's membership until ctx ends: it pins the shard
 // count (an error if the cluster's differs), joins with a lease, keeps it
 // (renewed only after a successful Heartbeat), follows the member and
-// shard keys, claims and releases shards as the assignment says (a claim
-// is Gain's when the stream brings it, see Observe; a release calls
-// Lose), and after losing its lease stops probing at once and
+// shard keys, claims and releases shards as the assignment says (a
+// release calls Release before it deletes the keys), and after losing
+// its lease stops probing at once (Release of every shard it held) and
 // rejoins with a new one (once a heartbeat succeeds). When ctx ends it
 // leaves: its member key goes first (so that the others stop counting
-// it), then every shard is released gracefully (Lose, then the key is
+// it), then every shard is released gracefully (Release, then the key is
 // deleted), then the lease is revoked. It returns nil then, having waited
 // for every goroutine it started. Errors of etcd are logged and retried;
 // Run returns an error only for a different shard count, an unreadable
@@ -129,9 +131,9 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant a lease: %w", err)
 	}
-	key := c.keys.member(c.opts.ReplicaID)
-	val := memberValue{Addr: c.opts.AdvertiseAddr, Joined: c.clock.Now()}.encode()
-	from, end := c.keys.watched()
+	key := c.keys.Member(c.opts.ReplicaID)
+	val := keyspace.Member{Addr: c.opts.AdvertiseAddr, Joined: c.clock.Now(), Instance: c.instance}.Encode()
+	from, end := c.keys.Membership()
 	resp, err := c.opts.Client.Txn(gctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(g.ID)), clientv3.OpGet(from, clientv3.WithRange(end))).
@@ -158,12 +160,7 @@ func (c *Cluster) join(ctx context.Context) (*session, error) {
 	rev := resp.Header.Revision
 	c.mu.Lock()
 	c.view.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
-	// Nothing is on the new lease yet: what the stream brings after rev
-	// is all the streamed view needs for it.
-	c.streamed.load(resp.Responses[1].GetResponseRange().Kvs, rev, 0)
 	c.lease = s.lease
-	clear(c.releasing)
-	clear(c.releasedAt)
 	members := len(c.view.members)
 	c.mu.Unlock()
 	c.revision.Store(rev)
@@ -199,8 +196,13 @@ type loop struct {
 	reloadAt time.Time
 
 	// gone are shards the view saw deleted in the change that also
-	// deleted the member key: lost() passes them to Lose with the rest.
+	// deleted the member key: lost() passes them to Release with the rest.
 	gone []int
+
+	// stalled are the shards whose release stalled: Released, but their
+	// keys could not be deleted (etcd failed). The next plan releases
+	// them again or, when they are to stay, Keeps them.
+	stalled map[int]bool
 
 	// resumeRev is the join's revision while Options.Resume has not
 	// succeeded for this session (0: it has).
@@ -220,7 +222,7 @@ func (c *Cluster) serve(ctx context.Context, s *session) error {
 	work, cancelWork := context.WithCancel(s.ctx)
 	defer cancelWork()
 	defer context.AfterFunc(ctx, cancelWork)()
-	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1), resumeRev: c.revision.Load()}
+	l := &loop{c: c, s: s, run: ctx, work: work, wake: make(chan struct{}, 1), resumeRev: c.revision.Load(), stalled: make(map[int]bool)}
 	defer func() {
 		if l.timer != nil {
 			l.timer.Stop()
@@ -270,9 +272,9 @@ func (l *loop) arm(t time.Time) {
 }
 
 // reconcile acts on the assignment: claims the free shards this replica
-// should own (Gain comes with the claim's revision in the stream),
-// releases those another should own. It
-// returns when the assignment may change by itself (a member settles).
+// should own (its engine takes their targets when the claims arrive in
+// its stream), releases those another should own. It returns when the
+// assignment may change by itself (a member settles).
 func (l *loop) reconcile() time.Time {
 	c, s := l.c, l.s
 	now := c.clock.Now()
@@ -296,7 +298,7 @@ func (l *loop) reconcile() time.Time {
 		l.resumeRev = 0
 		c.rewound.Store(false)
 	}
-	l.regain(p)
+	l.keep(p)
 	if len(p.claim) > 0 && c.view.rev != l.refusedAt {
 		claimed, rev, err := c.claim(l.work, s, p.claim)
 		if err == nil && len(claimed) < len(p.claim) {
@@ -313,9 +315,20 @@ func (l *loop) reconcile() time.Time {
 			l.retryAt = now.Add(c.ttl / 3)
 		}
 	}
-	if len(p.release) > 0 && l.run.Err() == nil && s.ctx.Err() == nil {
-		stalled, err := c.release(s, p.release)
-		if n := len(p.release) - len(stalled); n > 0 {
+	// A shard is released once the stream has brought its claim: the
+	// engine then owns it, and its release ends when the stream brings
+	// the delete. (The claim's answer may come first: the stream, which
+	// wakes the loop, brings the claim soon.)
+	release := l.streamed(p.release)
+	if len(release) > 0 && l.run.Err() == nil && s.ctx.Err() == nil {
+		stalled, err := c.release(s, release)
+		for _, sh := range release {
+			delete(l.stalled, sh)
+		}
+		for _, sh := range stalled {
+			l.stalled[sh] = true
+		}
+		if n := len(release) - len(stalled); n > 0 {
 			c.log.Info("released shards", "shards", n, "to", p.releaseTo, "owned", c.Stats().Shards)
 		}
 		if err != nil && s.ctx.Err() == nil {
@@ -326,28 +339,49 @@ func (l *loop) reconcile() time.Time {
 	return p.wake
 }
 
-// regain takes back shards whose release stalled (their key could not be
-// deleted) and that this replica should own again: Gain, for those the
-// stream shows still on its lease.
-func (l *loop) regain(p plan) {
+// streamed returns those of shards whose claim the stream has brought
+// (the view's key is at or below its streamed revision), in order.
+func (l *loop) streamed(shards []int) []int {
 	c := l.c
-	c.owning.Lock()
-	defer c.owning.Unlock()
-	c.mu.Lock()
-	var regain []int
-	var claimed int64
-	for _, sh := range p.keep {
-		if c.releasing[sh] && c.releasedAt[sh] == 0 { // stalled
-			c.releasing[sh] = false
-			if c.ownsLocked(sh) {
-				regain = append(regain, sh)
-				claimed = max(claimed, c.streamed.owners[sh].rev)
-			}
+	var out []int
+	for _, sh := range shards {
+		if c.view.owners[sh].rev <= c.view.rev {
+			out = append(out, sh)
 		}
 	}
-	c.mu.Unlock()
-	if len(regain) > 0 {
-		c.opts.Gain(regain, claimed)
+	return out
+}
+
+// awaitStreamed waits, at most a TTL, until the stream has brought the
+// claims of shards (it applies the stream meanwhile, as the loop does).
+func (l *loop) awaitStreamed(shards []int) {
+	c := l.c
+	t := c.clock.NewTimer(c.ttl)
+	defer t.Stop()
+	for len(l.streamed(shards)) < len(shards) {
+		select {
+		case <-c.stream.wake:
+			l.follow()
+		case <-t.Chan():
+			return
+		case <-l.s.ctx.Done():
+			return
+		}
+	}
+}
+
+// keep takes back shards whose release stalled (their keys could not be
+// deleted) and that this replica should own after all: Keep.
+func (l *loop) keep(p plan) {
+	var kept []int
+	for _, sh := range p.keep {
+		if l.stalled[sh] {
+			delete(l.stalled, sh)
+			kept = append(kept, sh)
+		}
+	}
+	if len(kept) > 0 {
+		l.c.opts.Keep(kept)
 	}
 }
 
@@ -401,7 +435,7 @@ func (l *loop) follow() {
 // (retried after TTL/3) when etcd did not answer.
 func (l *loop) reload() (lost []int, ok bool) {
 	c := l.c
-	from, end := c.keys.watched()
+	from, end := c.keys.Membership()
 	gctx, cancel := c.timeout(l.s.ctx, c.ttl)
 	resp, err := c.opts.Client.Get(gctx, from, clientv3.WithRange(end))
 	cancel()
@@ -411,7 +445,6 @@ func (l *loop) reload() (lost []int, ok bool) {
 		return nil, false
 	}
 	l.reloadAt = time.Time{}
-	c.ownReloaded(resp.Kvs, resp.Header.Revision)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log.Info("reloaded the member and shard keys: the store's follow skipped revisions", "from", c.view.rev, "to", resp.Header.Revision)
@@ -434,31 +467,27 @@ func (l *loop) afterChange(lost []int) {
 	if len(lost) == 0 {
 		return
 	}
-	// Their targets were dropped when the stream brought the change
-	// (Observe: Drop).
+	// Their targets were dropped when the engine's stream brought the
+	// change (the store follows the same keys).
 	c.losses.Add(uint64(len(lost)))
 }
 
-// lost ends a session whose lease is lost: Lose for every shard it held
-// (Owns is already false), then the lease is revoked, in case etcd still
-// has it, so that the others take the shards now rather than at its
-// expiry.
+// lost ends a session whose lease is lost: Release of every shard it
+// held, then the lease is revoked, in case etcd still has it, so that the
+// others take the shards now rather than at its expiry.
 func (l *loop) lost() error {
 	c, s := l.c, l.s
 	cause := context.Cause(s.ctx)
-	// No Gain after this (the lease is 0 since fail; one that began
-	// before has returned): Lose stops everything Gain started.
-	c.owning.Lock()
 	held := append(l.forget(), l.gone...)
-	c.owning.Unlock()
 	slices.Sort(held)
+	held = slices.Compact(held)
 	c.leaseLosses.Add(1)
 	c.log.Warn("lease lost: this replica stops probing its shards", "lease", int64(s.lease), "cause", cause, "shards", len(held))
 	if len(held) > 0 {
 		c.losses.Add(uint64(len(held)))
 		ctx, cancel := c.timeout(context.WithoutCancel(s.ctx), c.ttl)
-		if err := c.opts.Lose(ctx, held); err != nil {
-			c.log.Warn("Lose failed", "shards", len(held), "err", err)
+		if err := c.opts.Release(ctx, held); err != nil {
+			c.log.Warn("Release failed", "shards", len(held), "err", err)
 		}
 		cancel()
 	}
@@ -467,11 +496,18 @@ func (l *loop) lost() error {
 }
 
 // leave ends the session because Run's ctx ended: the member key goes
-// first, then every shard is released (Lose, then the key is deleted),
+// first, then every shard is released (Release, then the key is deleted),
 // then the lease is revoked. The renewer keeps the lease meanwhile.
 func (l *loop) leave() error {
 	c, s := l.c, l.s
-	key := c.keys.member(c.opts.ReplicaID)
+	c.mu.RLock()
+	held := c.view.shardsOf(s.lease)
+	c.mu.RUnlock()
+	// Released once the engine has them: their claims streamed (while
+	// the member key is still there, which the stream must not see go
+	// first).
+	l.awaitStreamed(held)
+	key := c.keys.Member(c.opts.ReplicaID)
 	ctx, cancel := c.timeout(s.ctx, c.ttl)
 	_, err := c.opts.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)).
@@ -481,9 +517,6 @@ func (l *loop) leave() error {
 	if err != nil {
 		c.log.Warn("cannot delete the member key", "err", err)
 	}
-	c.mu.RLock()
-	held := c.view.shardsOf(s.lease)
-	c.mu.RUnlock()
 	var stalled []int
 	if len(held) > 0 {
 		stalled, err = c.release(s, held)
@@ -508,17 +541,7 @@ func (l *loop) forget() []int {
 	if c.lease == s.lease {
 		c.lease = 0
 	}
-	// The view has the claims' answers; the stream may have a claim
-	// whose answer did not come back.
 	held := c.view.shardsOf(s.lease)
-	for _, sh := range c.streamed.shardsOf(s.lease) {
-		if !slices.Contains(held, sh) {
-			held = append(held, sh)
-		}
-	}
-	slices.Sort(held)
 	c.view.load(nil, c.view.rev, 0)
-	clear(c.releasing)
-	clear(c.releasedAt)
 	return held
 }

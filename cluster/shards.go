@@ -53,7 +53,7 @@ func (c *Cluster) perShard(ctx context.Context, shards []int, op func(sh int) cl
 // error.
 func (c *Cluster) claim(ctx context.Context, s *session, shards []int) (claimed []int, rev int64, err error) {
 	err = c.perShard(ctx, shards, func(sh int) clientv3.Op {
-		key := c.keys.shard(sh)
+		key := c.keys.Shard(sh)
 		return clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 			[]clientv3.Op{clientv3.OpPut(key, c.opts.ReplicaID, clientv3.WithLease(s.lease))},
@@ -71,35 +71,27 @@ func (c *Cluster) claim(ctx context.Context, s *session, shards []int) (claimed 
 	return claimed, rev, err
 }
 
-// release hands shards over: Owns turns false, Lose stops their probes
-// and flushes their writes (Fence still holds), then each owner key is
-// deleted if it is still on the session's lease:
-// If(LeaseValue(key) = lease) Then(Delete(key)). A release is imperative,
-// not the stream's: the flush must precede the delete's revision. Owns
-// stays false until the stream shows the key gone (Observe). It returns
-// the shards whose key could not be deleted (etcd failed): they stay
-// releasing, Owns false, until a later release deletes them or regain
-// takes them back.
+// release hands shards over: Release announces it to the engine, which
+// stops their probes and flushes their writes (still fenced in: the keys
+// are on the lease), then each owner key is deleted if it is still on the
+// session's lease: If(LeaseValue(key) = lease) Then(Delete(key)). The
+// flush precedes the delete's revision, so the next owner, which takes
+// the shard at its claim's, starts from it. It returns the shards whose
+// key could not be deleted (etcd failed): the engine keeps them released
+// until a later release deletes them or Keep takes them back.
 func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
-	c.owning.Lock() // a Gain under way ends before Lose begins
-	c.mu.Lock()
-	for _, sh := range shards {
-		c.releasing[sh], c.releasedAt[sh] = true, 0
-	}
-	c.mu.Unlock()
-	c.owning.Unlock()
 	lctx, cancel := c.timeout(s.ctx, c.ttl)
-	if err := c.opts.Lose(lctx, shards); err != nil {
-		// The probes are stopped regardless (Lose's contract); some
+	if err := c.opts.Release(lctx, shards); err != nil {
+		// The probes are stopped regardless (Release's contract); some
 		// writes may not be flushed, and fencing refuses them from now.
-		c.log.Warn("Lose failed; releasing the shards anyway", "shards", len(shards), "err", err)
+		c.log.Warn("Release failed; releasing the shards anyway", "shards", len(shards), "err", err)
 	}
 	cancel()
 	dctx, cancel := c.timeout(s.ctx, c.ttl)
 	defer cancel()
 	released, handled := 0, 0
 	err = c.perShard(dctx, shards, func(sh int) clientv3.Op {
-		key := c.keys.shard(sh)
+		key := c.keys.Shard(sh)
 		return clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)},
 			[]clientv3.Op{clientv3.OpDelete(key)},
@@ -111,10 +103,7 @@ func (c *Cluster) release(s *session, shards []int) (stalled []int, err error) {
 			released++
 		}
 		// Not ok: the key is no longer on this lease, lost. Either way
-		// it is not this replica's as of rev: the release ends when the
-		// stream gets there (before, the stream may still bring the
-		// claim, which must not be gained).
-		c.releasedAt[sh] = rev
+		// the engine's stream shows it leaving, which ends its release.
 	})
 	c.releases.Add(uint64(released))
 	return shards[handled:], err

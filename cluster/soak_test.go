@@ -71,7 +71,8 @@ func TestSoak(t *testing.T) {
 		running = append(running, r)
 	}
 	t.Logf("actions: %v", actions)
-	time.Sleep(2 * ttl) // everyone settles
+	// Every replica live and unstuck: the assignment settles to the
+	// desired one (waitOwners polls until it has).
 	e.waitOwners(cluster.Desired(live, e.shards), running...)
 	e.history()
 	e.probing.check(t)

@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // owner is what the view knows of a shard's owner key.
@@ -24,7 +26,7 @@ type owner struct {
 // change the watch delivers. The Cluster's mu guards it for readers; Run's
 // goroutine is its only writer.
 type view struct {
-	keys    keys
+	keys    keyspace.Keys
 	members map[string]*member
 	owners  []owner
 	held    map[clientv3.LeaseID]int // shards owned per lease
@@ -34,11 +36,11 @@ type view struct {
 	bad func(id string, err error)
 }
 
-func newView(k keys) *view {
+func newView(k keyspace.Keys) *view {
 	return &view{
 		keys:    k,
 		members: make(map[string]*member),
-		owners:  make([]owner, len(k.shards)),
+		owners:  make([]owner, k.ShardCount()),
 		held:    make(map[clientv3.LeaseID]int),
 		bad:     func(string, error) {},
 	}
@@ -70,7 +72,7 @@ func (v *view) load(kvs []*mvccpb.KeyValue, rev int64, mine clientv3.LeaseID) (l
 // took from lease mine, or -1.
 func (v *view) apply(ev *clientv3.Event, mine clientv3.LeaseID) int {
 	key := string(ev.Kv.Key)
-	if s, ok := v.keys.parseShard(key); ok {
+	if s, ok := v.keys.ParseShard(key); ok {
 		prev := v.owners[s]
 		if ev.Kv.ModRevision <= prev.rev {
 			return -1 // already known (the replica's own claim or release)
@@ -85,7 +87,7 @@ func (v *view) apply(ev *clientv3.Event, mine clientv3.LeaseID) int {
 		}
 		return -1
 	}
-	if id, ok := v.keys.parseMember(key); ok {
+	if id, ok := v.keys.ParseMember(key); ok {
 		if ev.Type == clientv3.EventTypeDelete {
 			delete(v.members, id)
 		} else {
@@ -98,11 +100,11 @@ func (v *view) apply(ev *clientv3.Event, mine clientv3.LeaseID) int {
 // put records a key of the watched range as it now is.
 func (v *view) put(kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
-	if s, ok := v.keys.parseShard(key); ok {
+	if s, ok := v.keys.ParseShard(key); ok {
 		v.setOwner(s, owner{id: string(kv.Value), lease: clientv3.LeaseID(kv.Lease), rev: kv.ModRevision})
 		return
 	}
-	if id, ok := v.keys.parseMember(key); ok {
+	if id, ok := v.keys.ParseMember(key); ok {
 		m, err := decodeMember(id, kv)
 		if err != nil {
 			v.bad(id, err)

@@ -30,6 +30,26 @@ type ApplySet struct {
 	// Writable, when set, limits pruning to the targets it returns true
 	// for (the caller's write permission): the others are left alone.
 	Writable func(name string) bool
+	// Forward, over a SharedStore, updates and prunes the targets other
+	// replicas probe (the server forwards them to their owners); nil:
+	// their updates are conflicts and they are not pruned. An update it
+	// could not write withholds every prune of the call.
+	Forward ApplyForwarder
+	// ticket is the hold of the set's lock of a resumed apply
+	// (ResumeApply), which has taken it already.
+	ticket *ApplyTicket
+}
+
+// An ApplyForwarder sends an Apply's updates and prunes of targets
+// another replica probes to that replica (cluster mode: the server, as
+// UpdateTarget and DeleteTarget calls of the Apply's caller).
+type ApplyForwarder interface {
+	// Update updates the targets of specs; it returns those it could
+	// not update, and why.
+	Update(ctx context.Context, specs []*target.Spec) []ApplyConflict
+	// Delete deletes the named targets gracefully; it returns those
+	// deleted (or found gone).
+	Delete(ctx context.Context, names []string) []string
 }
 
 // ApplyResult says what Apply did (or, for a dry run, would do). Every
@@ -37,16 +57,15 @@ type ApplySet struct {
 type ApplyResult struct {
 	Created, Updated, Unchanged, Deleted []string
 	Conflicts                            []ApplyConflict
-	// ForwardUpdates and ForwardDeletes, over a SharedStore, are the
-	// updates and prunes of targets another replica probes: the caller
-	// sends them to their owners (UpdateTarget, DeleteTarget). Their
-	// names are in Updated and Deleted too.
-	ForwardUpdates []*target.Spec
-	ForwardDeletes []string
 	// Revision is the revision of the call's last event, or the current
 	// one when it changed nothing.
 	Revision uint64
 	DryRun   bool
+	// incomplete: an update or a prune failed (a conflict of Conflicts,
+	// or a prune left out of Deleted; after a failed update, every
+	// prune) for a reason that may pass: a recorded apply is resumed
+	// (again) (applyJournaledLocked).
+	incomplete bool
 }
 
 // ApplyConflict is a desired target Apply left alone, and why.
@@ -70,13 +89,24 @@ type applyPlan struct {
 // taken over; so is a desired target that is terminating.
 //
 // The same set again changes nothing: no event, no revision. Over a store
-// that is not shared, the call's changes are one Commit (all or none: a
-// crash leaves the old set or the new one) and one contiguous run of
-// events. Over a SharedStore (cluster mode) the creates and updates are
-// written first, in transactions within the store's limits, and the
-// prunes only after all of them: an interrupted call never prunes before
-// the whole desired list is present; its events may interleave with
-// others'. Applies run one at a time per engine.
+// whose Commit takes the whole set (bbolt, memory), the call's changes
+// are one Commit (all or none: a crash leaves the old set or the new one)
+// and one contiguous run of events. Over a store that bounds its batches
+// (a BatchLimiter: etcd, whose transactions take 62 changes) the creates
+// and updates are written first, in transactions within the store's
+// limits, and the prunes only after all of them: an interrupted call
+// never prunes before the whole desired list is present; its events may
+// interleave with others'. The updates of targets other replicas probe
+// (ApplySet.Forward) are among those the prunes wait for, over every
+// store; while one of them could not be written (its shard changing
+// hands), nothing is pruned: it is a conflict of the result. Over an
+// ApplyJournal the desired list is recorded before the first write and
+// forgotten once the call ends; an apply interrupted by the replica's
+// death (or its lost lease), or that left an update or a prune undone,
+// stays recorded, and a replica finishes it (ResumeApply), so that it
+// ends all applied. One apply of a set runs at a time in the cluster; an
+// apply that is recorded runs to its end whether or not its caller waits.
+// Applies run one at a time per engine.
 func (e *Engine) Apply(ctx context.Context, set ApplySet) (*ApplyResult, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
@@ -86,10 +116,29 @@ func (e *Engine) Apply(ctx context.Context, set ApplySet) (*ApplyResult, error) 
 	}
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
+	if e.journal != nil && !set.DryRun {
+		return e.applyJournaledLocked(ctx, set)
+	}
 	p, errs := e.plan(set)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	res := p.result(set)
+	if set.DryRun || p.empty() {
+		res.Revision = e.feed.revision()
+		return res, nil
+	}
+	if err := e.refuseUnwritable(); err != nil {
+		return nil, err // a full disk: nothing of the set is applied
+	}
+	if e.commits.limits != nil {
+		return res, e.applyShared(ctx, set, p, res, nil)
+	}
+	return res, e.applyLocal(ctx, set, p, res)
+}
+
+// result is what p would do, before it is done.
+func (p *applyPlan) result(set ApplySet) *ApplyResult {
 	res := &ApplyResult{Unchanged: p.unchanged, Conflicts: p.conflicts, DryRun: set.DryRun}
 	for _, s := range p.create {
 		res.Created = append(res.Created, s.Name)
@@ -98,17 +147,12 @@ func (e *Engine) Apply(ctx context.Context, set ApplySet) (*ApplyResult, error) 
 		res.Updated = append(res.Updated, s.Name)
 	}
 	res.Deleted = p.prune
-	if set.DryRun || len(p.create)+len(p.update)+len(p.prune) == 0 {
-		res.Revision = e.feed.revision()
-		return res, nil
-	}
-	if err := e.refuseUnwritable(); err != nil {
-		return nil, err // a full disk: nothing of the set is applied
-	}
-	if e.shared != nil {
-		return res, e.applyShared(ctx, set, p, res)
-	}
-	return res, e.applyLocal(ctx, set, p, res)
+	return res
+}
+
+// empty reports whether p changes nothing.
+func (p *applyPlan) empty() bool {
+	return len(p.create)+len(p.update)+len(p.prune) == 0
 }
 
 // validateSet checks what does not depend on the stored targets.
@@ -199,34 +243,85 @@ func sameSpec(a, b *target.Spec) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// applyLocal runs p as one group: one Commit, one run of events. A create
-// that fails (a limit) fails the call before anything is written.
+// applyLocal runs p as one group: one Commit, one run of events. A
+// create that fails (a limit, a checker) fails the call before anything
+// is written; a name created meanwhile by another call is a conflict.
+// With updates of other replicas' targets (set.Forward), the prunes are a
+// second group, after those updates (none when one failed).
 func (e *Engine) applyLocal(ctx context.Context, set ApplySet, p *applyPlan, res *ApplyResult) error {
 	client, now := ClientFrom(ctx), e.clock.Now()
-	g := e.commits.open()
-	created := make([]*Change, 0, len(p.create))
-	for _, s := range p.create {
-		c, _, err := e.createLocal(s, client, set.Owner, now, g)
-		if err != nil {
-			for _, c := range created {
-				e.unregister(c.entry)
+	var failed []ApplyConflict
+	create := p.create
+	if len(create) > 0 {
+		for _, s := range create {
+			if err := e.checkProbes(s); err != nil {
+				return err
 			}
+		}
+		names := make([]string, len(create))
+		for i, s := range create {
+			names[i] = s.Name
+		}
+		finish, err := e.startCreates(ctx, names, client, func() error {
+			create = slices.DeleteFunc(slices.Clone(create), func(s *target.Spec) bool {
+				_, exists := e.targets[s.Name]
+				if exists {
+					failed = append(failed, ApplyConflict{s.Name, "created meanwhile by another call"})
+				}
+				return exists
+			})
+			return e.checkRoomLocked(client, len(create))
+		})
+		if err != nil {
+			return err
+		}
+		defer finish()
+	}
+	g := e.commits.open()
+	for _, s := range create {
+		if _, err := g.submit([]*Change{e.creation(s, client, set.Owner, now)}, false); err != nil {
 			g.drop()
 			return err
 		}
-		created = append(created, c)
 	}
-	var failed []ApplyConflict
+	var forwarded []*target.Spec
+	unwritten := 0 // desired updates that failed
 	for _, s := range p.update {
-		if _, _, err := e.update(ctx, s, g); err != nil {
+		_, _, err := e.update(ctx, s, g)
+		switch {
+		case errors.Is(err, ErrNotOwned) && set.Forward != nil:
+			forwarded = append(forwarded, s)
+		case err != nil:
 			// Update leaves a target it fails to update untouched.
 			failed = append(failed, ApplyConflict{s.Name, "not updated: " + err.Error()})
+			unwritten++
 		}
 	}
-	var pruned []string
+	if len(forwarded) > 0 {
+		// Other replicas' targets (a SharedStore whose Commit takes the
+		// whole set: memory.Shared): the group is written first (it is
+		// not held open across calls to other replicas), then their
+		// updates; the prunes come after both, in a group of their own.
+		if err := groupWritten(g.commit()); err != nil {
+			return err
+		}
+		refused := set.Forward.Update(ctx, forwarded)
+		failed, unwritten = append(failed, refused...), unwritten+len(refused)
+		g = e.commits.open()
+	}
+	var pruned, elsewhere []string
+	if unwritten > 0 {
+		// No prune before the whole desired list is written.
+		p.prune = nil
+		res.incomplete = true
+	}
 	for _, name := range p.prune {
 		en, err := e.acquire(ctx, name)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotOwned):
+			elsewhere = append(elsewhere, name)
+			continue
+		case err != nil:
 			continue // gone meanwhile
 		}
 		if en.phase() == Terminating {
@@ -237,24 +332,20 @@ func (e *Engine) applyLocal(ctx context.Context, set ApplySet, p *applyPlan, res
 			pruned = append(pruned, name)
 		}
 	}
-	done := g.commit()
-	var err error
-	if done != nil {
-		// Not ctx: the group is queued and will be written (see Create).
-		err = <-done
-	}
-	for _, c := range created {
-		if _, cerr := e.finishCreate(c, err); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
+	if err := groupWritten(g.commit()); err != nil {
 		return err
 	}
+	if len(elsewhere) > 0 && set.Forward != nil {
+		pruned = append(pruned, set.Forward.Delete(ctx, elsewhere)...)
+	}
+	slices.Sort(pruned)
 	res.Deleted = pruned
-	res.Updated = slices.DeleteFunc(res.Updated, func(n string) bool {
-		return slices.ContainsFunc(failed, func(f ApplyConflict) bool { return f.Name == n })
-	})
+	drop := func(names []string) []string {
+		return slices.DeleteFunc(names, func(n string) bool {
+			return slices.ContainsFunc(failed, func(f ApplyConflict) bool { return f.Name == n })
+		})
+	}
+	res.Created, res.Updated = drop(res.Created), drop(res.Updated)
 	res.Conflicts = sortedConflicts(append(res.Conflicts, failed...))
 	res.Revision = g.revision()
 	if res.Revision == 0 {
@@ -263,12 +354,13 @@ func (e *Engine) applyLocal(ctx context.Context, set ApplySet, p *applyPlan, res
 	return nil
 }
 
-// applyShared runs p over a SharedStore: creates (conditional writes, in
-// transactions within the store's limits) and updates of the targets
-// this replica probes first; prunes only once all of those are written.
-// Updates and prunes of targets other replicas probe are returned in
-// res.ForwardUpdates and res.ForwardDeletes.
-func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, res *ApplyResult) error {
+// applyShared runs p over a store that bounds its batches (etcd): creates
+// (conditional writes, in transactions within the store's limits,
+// carrying t when the apply is journaled) and updates, those of targets
+// other replicas probe through set.Forward, first; prunes only once all
+// of those are written (none when an update failed: the apply is left
+// incomplete).
+func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, res *ApplyResult, t *ApplyTicket) error {
 	client, now := ClientFrom(ctx), e.clock.Now()
 	type pending struct {
 		name string
@@ -276,6 +368,11 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 	}
 	var writes []pending
 	if len(p.create) > 0 {
+		for _, s := range p.create {
+			if err := e.checkProbes(s); err != nil {
+				return err
+			}
+		}
 		names := make([]string, len(p.create))
 		for i, s := range p.create {
 			names[i] = s.Name
@@ -291,30 +388,42 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 		defer finish()
 	}
 	for _, s := range p.create {
-		done, err := e.commits.submit([]*Change{e.sharedCreation(s, client, set.Owner, now)}, true)
+		created := e.creation(s, client, set.Owner, now)
+		created.Apply = t
+		done, err := e.commits.submit([]*Change{created}, true)
 		if err != nil {
 			return err
 		}
 		writes = append(writes, pending{s.Name, done})
 	}
 	var failed []ApplyConflict
+	var forwarded []*target.Spec
 	for _, s := range p.update {
 		_, done, err := e.update(ctx, s, e.commits)
 		switch {
-		case errors.Is(err, ErrNotOwned):
-			res.ForwardUpdates = append(res.ForwardUpdates, s)
+		case errors.Is(err, ErrNotOwned) && set.Forward != nil:
+			forwarded = append(forwarded, s)
 		case err != nil:
 			failed = append(failed, ApplyConflict{s.Name, "not updated: " + err.Error()})
 		default:
 			writes = append(writes, pending{s.Name, done})
 		}
 	}
+	if len(forwarded) > 0 {
+		failed = append(failed, set.Forward.Update(ctx, forwarded)...)
+	}
+	// Updates not written (a forward that found the shard changing
+	// hands): the desired list is not whole, so nothing is pruned; the
+	// apply is left incomplete, to be resumed (applyJournaledLocked).
+	unwritten := len(failed) > 0
+	res.incomplete = unwritten
 	var firstErr error
 	for _, w := range writes {
 		err := <-w.done // queued: written or failed whether we wait or not
 		switch {
 		case errors.Is(err, ErrAlreadyExists):
 			failed = append(failed, ApplyConflict{w.name, "created meanwhile by another call"})
+			res.incomplete = true
 		case err != nil && firstErr == nil:
 			firstErr = err
 		}
@@ -322,14 +431,16 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 	if firstErr != nil {
 		return firstErr // no prune after a failed write
 	}
+	if unwritten {
+		p.prune = nil
+	}
 	var prunes []<-chan error
-	var pruned []string
+	var pruned, elsewhere []string
 	for _, name := range p.prune {
 		en, err := e.acquire(ctx, name)
 		switch {
 		case errors.Is(err, ErrNotOwned):
-			res.ForwardDeletes = append(res.ForwardDeletes, name)
-			pruned = append(pruned, name)
+			elsewhere = append(elsewhere, name)
 			continue
 		case err != nil:
 			continue // gone meanwhile
@@ -342,6 +453,11 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 			prunes = append(prunes, done)
 			pruned = append(pruned, name)
 		}
+	}
+	if len(elsewhere) > 0 && set.Forward != nil {
+		deleted := set.Forward.Delete(ctx, elsewhere)
+		pruned = append(pruned, deleted...)
+		res.incomplete = res.incomplete || len(deleted) < len(elsewhere)
 	}
 	for _, done := range prunes {
 		if err := <-done; err != nil && firstErr == nil {
@@ -359,6 +475,15 @@ func (e *Engine) applyShared(ctx context.Context, set ApplySet, p *applyPlan, re
 	res.Conflicts = sortedConflicts(append(res.Conflicts, failed...))
 	res.Revision = e.feed.revision()
 	return firstErr
+}
+
+// groupWritten waits for a group's Commit (done nil: the group was empty). Not
+// for a context: the group is queued and will be written (see Create).
+func groupWritten(done <-chan error) error {
+	if done == nil {
+		return nil
+	}
+	return <-done
 }
 
 func sortedConflicts(c []ApplyConflict) []ApplyConflict {

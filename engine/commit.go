@@ -36,8 +36,8 @@ type committer struct {
 	feed     *feed
 	clock    clockwork.Clock
 	limits   BatchLimiter                                // nil: no limit
-	onCommit func(changes []*Change, took time.Duration) // once durable, before published
-	onLost   func(names []string)                        // called with no lock held
+	coster   BatchCoster                                 // nil: every change costs 1
+	onCommit func(changes []*Change, took time.Duration) // once durable (when Commit returned)
 	// onStore, when set, is told (with no lock held) when the store
 	// stops writing for now (an error wrapping ErrUnavailable) and when
 	// it writes again (nil).
@@ -79,8 +79,6 @@ type flight struct {
 	err     error
 	took    time.Duration
 	retry   bool // the retry of held changes
-	// settled is the changes' Change.settled, closed by written.
-	settled chan struct{}
 }
 
 // Back-off between retries of changes held because the store could not
@@ -99,6 +97,17 @@ type pendingChange struct {
 	// (BatchLimiter.ChangeBytes), weighed once when submitted; 0 without
 	// limits.
 	bytes int
+	// cost is what change counts against the store's limit of changes
+	// (BatchCoster.ChangeCost; 0 counts as 1).
+	cost int
+}
+
+// units is what p counts against the store's limit of changes.
+func (p pendingChange) units() int {
+	if p.change == nil {
+		return 0
+	}
+	return max(p.cost, 1)
 }
 
 // pendingOf returns ch as a pending change, weighed.
@@ -106,6 +115,9 @@ func (c *committer) pendingOf(ch *Change) pendingChange {
 	p := pendingChange{change: ch}
 	if c.limits != nil {
 		p.bytes = c.limits.ChangeBytes(ch)
+	}
+	if c.coster != nil {
+		p.cost = c.coster.ChangeCost(ch)
 	}
 	return p
 }
@@ -126,16 +138,27 @@ type commitStats struct {
 // of one target, which are never split across Commits) that exceeds the
 // limits alone, which it gives alone.
 type BatchLimiter interface {
-	// BatchLimits returns the most changes and bytes one Commit may take.
+	// BatchLimits returns the most changes (of their ChangeCost, with a
+	// BatchCoster) and bytes one Commit may take.
 	BatchLimits() (changes, bytes int)
 	// ChangeBytes is what a change weighs against the bytes limit.
 	ChangeBytes(c *Change) int
 }
 
-func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration), onLost func([]string)) *committer {
-	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, onLost: onLost, wake: make(chan struct{}, 1),
+// BatchCoster is implemented by a BatchLimiter some of whose changes take
+// more of a Commit than others (over etcd, a create or a removal also
+// updates the count of its client's targets: an operation more).
+// ChangeCost is what c counts against BatchLimits' changes, at least 1;
+// without it every change counts 1.
+type BatchCoster interface {
+	ChangeCost(c *Change) int
+}
+
+func newCommitter(store Store, f *feed, clock clockwork.Clock, onCommit func([]*Change, time.Duration)) *committer {
+	c := &committer{store: store, feed: f, clock: clock, onCommit: onCommit, wake: make(chan struct{}, 1),
 		inFlight: 1, busy: make(map[string]struct{})}
 	c.limits, _ = store.(BatchLimiter)
+	c.coster, _ = store.(BatchCoster)
 	return c
 }
 
@@ -440,7 +463,7 @@ func (c *committer) take(idle bool) []pendingChange {
 				continue
 			}
 			barrier = false
-			unitChanges++
+			unitChanges += p.units()
 			unitBytes += p.bytes
 			_, inFlight := c.busy[p.change.Name]
 			_, behind := skipped[p.change.Name]
@@ -496,7 +519,7 @@ func (c *committer) fillsLocked(maxChanges, maxBytes int) bool {
 	changes, bytes := 0, 0
 	for _, p := range c.pending {
 		if p.change != nil {
-			changes, bytes = changes+1, bytes+p.bytes
+			changes, bytes = changes+p.units(), bytes+p.bytes
 		}
 		if changes >= maxChanges || bytes > maxBytes {
 			return true
@@ -532,13 +555,7 @@ func (c *committer) begin(batch []pendingChange) *flight {
 		c.feed.whenReached(committed, func() { notify(batch, nil) })
 		return nil
 	}
-	// What written does once the Commit returned precedes the changes'
-	// publication (Change.settled); it closes settled.
-	settled := make(chan struct{})
-	for _, ch := range changes {
-		ch.settled = settled
-	}
-	return &flight{batch: batch, changes: changes, start: c.clock.Now(), settled: settled}
+	return &flight{batch: batch, changes: changes, start: c.clock.Now()}
 }
 
 // commit writes f's changes: the store's Commit, its outcome in f.
@@ -549,12 +566,11 @@ func (c *committer) commit(ctx context.Context, f *flight) {
 
 // written handles the outcome of f's Commit; its waiters are told once
 // the follow loop has published it. Changes the store refused as
-// conflicting (a lost ownership, a target that exists) are dropped, their
-// waiters get the reason, and the others are queued again; a batch the
-// store could not write for now (ErrUnavailable) is queued again whole
-// and held is true; any other store error is returned.
+// conflicting (a write the store fenced off, a target that exists) are
+// dropped, their waiters get the reason, and the others are queued again;
+// a batch the store could not write for now (ErrUnavailable) is queued
+// again whole and held is true; any other store error is returned.
 func (c *committer) written(f *flight) (held bool, err error) {
-	defer close(f.settled)
 	batch, changes := f.batch, f.changes
 	if err := f.err; err != nil {
 		if errors.Is(err, ErrUnavailable) {
@@ -578,12 +594,13 @@ func (c *committer) written(f *flight) (held bool, err error) {
 	c.stats.Changes += uint64(len(changes))
 	c.committed = max(c.committed, last)
 	c.mu.Unlock()
-	// Observed once durable, before anyone can see the changes: a client
-	// that saw an event finds it counted in the metrics.
+	// Observed once durable; the follow loop may have published the
+	// changes already (the store's log delivers them when it has them),
+	// so the metrics may lag an event by a moment.
 	c.onCommit(changes, f.took)
-	// Written hooks run once durable too (a probe held behind its
-	// unwritten transition runs again): a client that saw the change
-	// finds the probe free to run.
+	// Written hooks run once durable (a probe held behind its unwritten
+	// transition runs again), unless the follow loop ran them already,
+	// before it published the changes.
 	for _, ch := range changes {
 		ch.markWritten()
 	}
@@ -676,17 +693,10 @@ func (c *committer) refused(batch []pendingChange, err error) error {
 		c.fail(err)
 		return err
 	}
-	// Released with the retry queued below, under one lock: what is
-	// pending of the batch's targets stays behind the retry.
-	var gone []string
-	for n, why := range reasons {
-		if errors.Is(why, ErrOwnershipLost) {
-			gone = append(gone, n)
-		}
-	}
-	if len(gone) > 0 {
-		c.onLost(gone)
-	}
+	// A write fenced off (ErrOwnershipLost) needs nothing more: the
+	// store's log brings the loss of its shard, which stops the target's
+	// probes (own.go). Released with the retry queued below, under one
+	// lock: what is pending of the batch's targets stays behind the retry.
 	var retry []pendingChange
 	for _, p := range batch {
 		if p.change == nil {

@@ -36,14 +36,14 @@ func (s *limitedStore) Commit(ctx context.Context, changes []*Change) error {
 // writes; its waiters are told once the feed has published their batch).
 func followedCommitter(t *testing.T, store *limitedStore) *committer {
 	f := newFeed(100, 0)
-	c := newCommitter(store, f, clockwork.NewFakeClock(), func([]*Change, time.Duration) {}, func([]string) {})
+	c := newCommitter(store, f, clockwork.NewFakeClock(), func([]*Change, time.Duration) {})
 	store.log.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan error, 1)
 	go func() {
-		followed <- store.Follow(ctx, 0, func(pos uint64, changes []*Change) {
-			f.publish(changes)
-			f.reach(pos)
+		followed <- store.Follow(ctx, 0, func(d Delivery) {
+			f.publish(d.Changes)
+			f.reach(d.Pos)
 		})
 	}()
 	t.Cleanup(func() {

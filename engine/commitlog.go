@@ -69,9 +69,10 @@ func (l *CommitLog) Append(changes []*Change) {
 }
 
 // Follow delivers, in order, every batch appended after revision after,
-// as SharedStore.Follow does, until ctx is done (nil). The changes are the
-// ones the store's Commit was given.
-func (l *CommitLog) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*Change)) error {
+// as Store.Follow does, until ctx is done (nil). The changes are the ones
+// the store's Commit was given; the ownership never changes (a store with
+// one writer owns every target).
+func (l *CommitLog) Follow(ctx context.Context, after uint64, deliver func(Delivery)) error {
 	for {
 		l.mu.Lock()
 		if after < l.trimmed {
@@ -89,7 +90,7 @@ func (l *CommitLog) Follow(ctx context.Context, after uint64, deliver func(pos u
 		// Taken from the log: delivered whole, also when ctx ends meanwhile.
 		for _, b := range todo {
 			if b.pos > after {
-				deliver(b.pos, b.changes)
+				deliver(Delivery{Pos: b.pos, Changes: b.changes})
 				after = b.pos
 			}
 		}

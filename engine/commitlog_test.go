@@ -25,8 +25,8 @@ func logged(l *engine.CommitLog, rev *uint64, n int) {
 func followOnce(l *engine.CommitLog, after uint64) ([]uint64, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var positions []uint64
-	err := l.Follow(ctx, after, func(pos uint64, changes []*engine.Change) {
-		positions = append(positions, pos)
+	err := l.Follow(ctx, after, func(d engine.Delivery) {
+		positions = append(positions, d.Pos)
 		cancel() // the log delivers what it holds, then sees ctx done
 	})
 	return positions, err

@@ -58,7 +58,7 @@ func (e *Engine) drainLoop(ctx context.Context) {
 // counted from its deletion; en.mu held.
 func (e *Engine) scheduleDrainLocked(en *entry, now time.Time) {
 	sleep, _ := en.spec.PreStopSleep()
-	sleep = min(sleep, en.gracePeriod())
+	sleep = min(sleep, en.gracePeriodLocked())
 	remaining := en.deleteTime().Add(sleep).Sub(now)
 	if remaining <= 0 {
 		e.drains.push(en) // no sleep (or it is over): remove at once
@@ -76,27 +76,11 @@ func (e *Engine) remove(ctx context.Context, en *entry) error {
 		en.mu.Unlock()
 		return nil
 	}
-	en.mu.Unlock()
-	// Leave the registry first, so that the name (and its client's quota)
-	// is free by the time DELETED is visible: a client that sees it may
-	// create the target again at once. Nothing else can be queued about en
-	// meanwhile: every operation finds targets through the registry, and
-	// probes of a terminating target publish nothing.
-	// Over a shared store the registry follows the store: the target leaves
-	// it when the deletion is published (the store decides existence).
-	if e.shared == nil {
-		e.mu.Lock()
-		if e.targets[en.name] == en {
-			delete(e.targets, en.name)
-			e.countClientLocked(en.client, -1)
-		}
-		e.mu.Unlock()
-	}
-	en.mu.Lock()
-	if en.removed {
-		en.mu.Unlock()
-		return nil
-	}
+	// The target leaves the registry when the store's log delivers
+	// DELETED, before it is published (follow.go): a client that sees it
+	// may create the target again at once. Nothing else can be queued
+	// about en meanwhile: removed refuses every operation, and probes of a
+	// terminating target publish nothing.
 	en.drain = nil
 	now := e.clock.Now()
 	ch := e.changeLocked(en, Event{Kind: KindDeleted, Reason: ReasonTerminating}, false, now)

@@ -13,26 +13,36 @@
 //     one busy flag per probe, one in-flight limit, wheel IDs within the
 //     wheel's capacity, every run waited for. A run is one step (step.go):
 //     check, apply the outcome to the state machine, submit the change.
-//   - Ownership (own.go): a registered target is probed only while owned;
-//     Own takes targets over from what is published, Disown drops them.
+//   - Ownership (own.go): a registered target is probed only while owned,
+//     as the store's log says (Delivery.Owned); Release stops probing the
+//     targets of shards before the replica gives them up.
 //   - Lifecycle (lifecycle.go, trigger.go, drain.go): Create, Update,
 //     Reset, Delete and its drain, Trigger.
 //   - Publishing: the committer writes (commit.go, group commit into the
-//     Store); the follow loop publishes what the store's Follow delivers
-//     (follow.go), every store's one ordered log, to the feed (feed.go:
-//     view, history, watchers; watch.go).
+//     Store); the follow loop (follow.go) applies what the store's Follow
+//     delivers — every store's one ordered log: the registry's changes and
+//     the ownership — and publishes it to the feed (feed.go: view,
+//     history, watchers; watch.go).
 //
 // # Locks
 //
 // Lock order, outermost first (an arrow: may be taken while holding):
 //
-//	Engine.mu (registry) → entry.mu (one target) → executor.mu (wheel IDs)
-//	                                             → wheel shard locks
-//	                                             → committer.mu (pending changes)
-//	                                             → drainQueue.mu
-//	feed.mu (view, history) → Watcher.mu
+//	Engine.own (ownership) → Engine.mu (registry) → entry.mu (one target) → executor.mu (wheel IDs)
+//	                                                                     → wheel shard locks
+//	                                                                     → committer.mu (pending changes)
+//	                                                                     → drainQueue.mu
+//	Engine.own → feed.mu (view, history) → Watcher.mu
 //
-// pool.mu is a leaf taken to start a run. A wheel
+// A function whose name ends in Locked is called with the lock its doc
+// comment names held (its receiver's mu unless the comment names another:
+// "en.mu held", "e.own held"); it never takes that lock, and takes only
+// locks after it in the order above (the comment says which). One that
+// needs no lock held has no such suffix.
+//
+// The follow loop publishes, and runs the callbacks waiting for a
+// revision (feed.whenReached), with Engine.own held: such a callback must
+// not take it. pool.mu is a leaf taken to start a run. A wheel
 // driver calls dispatch (executor.mu for reading, then the pool) and timer
 // functions (drains: drainQueue.mu) with no wheel lock held. The committer
 // writes to the store with committer.mu released (it publishes nothing:
@@ -93,7 +103,9 @@ type Options struct {
 	History      int // events retained; default 100,000
 	HistoryBytes int // bytes retained (estimated); default 64 MiB
 	WatchBuffer  int // live events a watcher may have pending; default 10,000
-	MaxTargets   int // 0: no limit
+	// MaxTargets limits the targets; 0: no limit. Over a LimitedStore
+	// (etcd) both limits hold for every replica at once.
+	MaxTargets int
 	// MaxTargetsPerClient limits the targets one client identity (see
 	// WithClient) may have; 0: no limit.
 	MaxTargetsPerClient int
@@ -118,13 +130,6 @@ type Options struct {
 	// ErrResourceExhausted. Watchers without an identity are not counted.
 	// 0: no limit.
 	MaxWatchersPerClient int
-	// Owns, when set, says whether this engine is to probe a target (cluster
-	// mode: its replica owns the target's shard). It decides for targets
-	// restored at Run and for targets other replicas create; the cluster
-	// layer calls Own and Drop as the store's Follow brings its claims and
-	// losses (so Owns answers as of the revision the follow delivers), and
-	// Disown before a release. nil: every target.
-	Owns func(name string) bool
 	// OnStoreError, when set, is called when the store stops being able
 	// to write for now (with its error, which wraps ErrUnavailable) and
 	// when it writes again (nil); see StoreError. It is called from the
@@ -219,22 +224,39 @@ type Engine struct {
 	commits *committer
 	exec    *executor
 	drains  drainQueue
-	shared  SharedStore // the store, when replicas share it; nil otherwise
 	// presence, when the store is one, vouches for a NotFound (absence.go).
 	presence PresenceReader
+	// journal, when the store keeps applies, is it (journal.go).
+	journal ApplyJournal
 	// position is the store's revision when it was loaded: the follow
 	// loop starts after it.
 	position uint64
+
+	// own orders every change of which targets the engine probes: the
+	// follow loop's application of each delivery of the store's log (its
+	// registry changes and its ownership), Release and Keep (own.go).
+	// Taken before mu.
+	own sync.Mutex
+	// owned is the store's ownership as of the last delivery applied;
+	// guarded by own.
+	owned *Ownership
+	// releasing[s]: a release of shard s has begun (Release) and neither
+	// has the log shown the shard leaving this engine nor has Keep ended
+	// it: its targets are not probed, owned or not; guarded by own.
+	releasing []bool
 
 	mu        sync.Mutex        // guards targets and perClient
 	targets   map[string]*entry // every target not yet removed
 	perClient map[string]int    // targets per client identity
 	clientIDs map[string]string // the identities of perClient, shared by their targets
-	// creating are the names whose create over a SharedStore is in
-	// flight here (inflight.go).
+	// creating are the names whose create is in flight here
+	// (inflight.go).
 	creating map[string]*creation // guarded by mu
 	// applyMu makes Apply calls run one at a time.
 	applyMu sync.Mutex
+	// resumes counts, by set, the resumes of an interrupted apply that
+	// each left something undone (applyjournal.go); guarded by applyMu.
+	resumes map[string]int
 	// timings are the runners' effective timings, one copy of each.
 	timings timingSet
 
@@ -268,11 +290,14 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		done:      make(chan struct{}),
 		reloads:   make(chan chan error),
 	}
-	e.shared, _ = opts.Store.(SharedStore)
-	if e.shared != nil {
-		e.presence, _ = opts.Store.(PresenceReader)
+	e.presence, _ = opts.Store.(PresenceReader)
+	if j, ok := opts.Store.(ApplyJournal); ok && j.Journals() {
+		e.journal = j
 	}
-	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit, e.lose)
+	if ls, ok := opts.Store.(LimitedStore); ok {
+		ls.EnforceLimits(opts.MaxTargets, opts.MaxTargetsPerClient)
+	}
+	e.commits = newCommitter(opts.Store, e.feed, e.clock, e.observeCommit)
 	e.commits.log = e.log
 	if p, ok := opts.Store.(PipelinedStore); ok {
 		e.commits.inFlight = max(1, min(opts.CommitsInFlight, p.CommitsInFlight()))
@@ -291,6 +316,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	restored := e.feed.restore(stored)
 	e.position = stored.Revision
+	e.owned = stored.Ownership
+	if e.owned == nil {
+		e.owned = everything
+	}
+	e.releasing = make([]bool, len(e.owned.Owned))
 	for _, r := range restored {
 		e.restore(r)
 	}
@@ -322,14 +352,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		commitErr <- e.commits.run(commitCtx)
 	})
 
+	// The restored targets the store says are the engine's are probed
+	// before the follow loop applies anything after them.
+	e.ownAll()
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	workWG.Go(func() { e.drainLoop(workCtx) })
 	workWG.Go(func() { e.compactLoop(workCtx) })
 	followErr := make(chan error, 1)
 	workWG.Go(func() { followErr <- e.follow(workCtx, e.position) })
-
-	e.ownAll()
 	close(e.running)
 
 	var err error
@@ -396,39 +427,6 @@ func (e *Engine) observeCommit(changes []*Change, took time.Duration) {
 	}
 }
 
-// lose stops probing targets whose ownership the store says was lost, and
-// (over a store that is not shared, which has no other writer to report
-// them) stops reporting them. It runs on the committer's goroutine, so it
-// does not wait for their runs in progress (which it cancels; their
-// outcomes are dropped).
-func (e *Engine) lose(names []string) {
-	if e.shared != nil {
-		// The stream brings the loss too (the cluster's Drop); the
-		// refused write is the first to know.
-		e.Drop(names...)
-		e.log.Warn("ownership of targets lost; stopped probing them", "targets", len(names))
-		return
-	}
-	for _, name := range names {
-		e.mu.Lock()
-		en := e.targets[name]
-		delete(e.targets, name)
-		if en != nil {
-			e.countClientLocked(en.client, -1)
-		}
-		e.mu.Unlock()
-		e.feed.forget(name)
-		if en == nil {
-			continue
-		}
-		en.mu.Lock()
-		e.disownLocked(en, nil)
-		en.removed = true
-		en.mu.Unlock()
-		e.log.Warn("ownership of target lost; stopped probing it", "target", name)
-	}
-}
-
 // closeCheckers closes every checker; Run calls it once no run is in
 // progress.
 func (e *Engine) closeCheckers() {
@@ -438,7 +436,7 @@ func (e *Engine) closeCheckers() {
 		en.mu.Lock()
 		for _, r := range en.runners {
 			if r != nil {
-				r.replaceChecker(nil)
+				r.replaceCheckerLocked(nil)
 			}
 		}
 		en.mu.Unlock()
@@ -523,10 +521,12 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) StoreError() error { return e.commits.unavailable() }
 
 // refuseUnwritable returns an error wrapping ErrUnavailable while the
-// store cannot write (StoreError), for calls that would change a target.
+// store cannot write (StoreError), for calls that would change a target:
+// the store's error first, which names the cause (a bbolt store: "no
+// space left on the device of the data dir ..."), then what it means.
 func (e *Engine) refuseUnwritable() error {
 	if err := e.commits.unavailable(); err != nil {
-		return fmt.Errorf("writes are refused until the store can write again: %w", err)
+		return fmt.Errorf("%w; creates, updates, resets, deletes and applies are refused until the store can write again", err)
 	}
 	return nil
 }

@@ -16,6 +16,9 @@ type entry struct {
 	// client is Status.Client, which never changes: readable without mu
 	// (the registry's per-client counts read it under Engine.mu).
 	client string
+	// shard is the target's shard (Ownership.ShardOf); guarded by
+	// Engine.own, not mu.
+	shard int
 
 	mu   sync.Mutex // guards everything below
 	spec *target.Spec
@@ -41,10 +44,10 @@ type entry struct {
 	drain   *wheel.Timer
 }
 
-// edit returns en's status for writing, made from its record first when
+// editLocked returns en's status for writing, made from its record first when
 // it has not changed since its last commit (a record is immutable: it is
 // published); en.mu held.
-func (en *entry) edit() *Status {
+func (en *entry) editLocked() *Status {
 	en.built = nil
 	if en.status == nil {
 		s := en.rec.status()
@@ -53,17 +56,17 @@ func (en *entry) edit() *Status {
 	return en.status
 }
 
-// current returns a copy of en's status; en.mu held.
-func (en *entry) current() Status {
+// currentLocked returns a copy of en's status; en.mu held.
+func (en *entry) currentLocked() Status {
 	if en.status != nil {
 		return *en.status
 	}
 	return en.rec.status()
 }
 
-// share makes r en's status (r is published or loaded: en makes a Status
+// shareLocked makes r en's status (r is published or loaded: en makes a Status
 // of it before its next write); en.mu held or en not yet visible.
-func (en *entry) share(r *record) {
+func (en *entry) shareLocked(r *record) {
 	en.spec, en.rec, en.status, en.built = r.spec, r, nil, nil
 }
 

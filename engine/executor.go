@@ -251,10 +251,10 @@ func (x *executor) runNow(r *runner) {
 	}
 }
 
-// trigger makes the caller wait for a run of r: the run in progress, or a
+// triggerLocked makes the caller wait for a run of r: the run in progress, or a
 // new one started now. The result arrives on the returned channel once the
 // run's outcome was applied. entry.mu held.
-func (x *executor) trigger(r *runner) (<-chan runResult, error) {
+func (x *executor) triggerLocked(r *runner) (<-chan runResult, error) {
 	ch := make(chan runResult, 1)
 	if r.busy.CompareAndSwap(false, true) {
 		if err := x.start(r, r.gen.Load()); err != nil {
@@ -266,12 +266,12 @@ func (x *executor) trigger(r *runner) (<-chan runResult, error) {
 	return ch, nil
 }
 
-// end finishes the run of r that applied (or dropped) out: it closes the
+// endLocked finishes the run of r that applied (or dropped) out: it closes the
 // checkers replaced during the run, frees the ID of a retired runner,
 // clears busy, releases what acquire counted and, last, tells the waiters
 // (triggers, Disown), so that a waiter finds the run ended in every
 // respect: not in flight, its checker closed. entry.mu held.
-func (x *executor) end(r *runner, res runResult) {
+func (x *executor) endLocked(r *runner, res runResult) {
 	a := r.after
 	r.after = nil
 	if a != nil {
@@ -292,19 +292,19 @@ func (x *executor) end(r *runner, res runResult) {
 	}
 }
 
-// retire stops r for good: its schedule, its run in progress (cancelled;
+// retireLocked stops r for good: its schedule, its run in progress (cancelled;
 // its outcome will be dropped), its checker (closed now, or when that run
 // ends). Its ID is freed now, or when the run ends. It returns a channel
 // that receives when no run of r is in progress any more (nil if none
 // is). entry.mu held.
-func (x *executor) retire(r *runner) <-chan runResult {
+func (x *executor) retireLocked(r *runner) <-chan runResult {
 	if r.retired {
 		return nil
 	}
 	r.retired = true
-	x.unschedule(r)
-	x.interrupt(r)
-	r.replaceChecker(nil)
+	x.unscheduleLocked(r)
+	x.interruptLocked(r)
+	r.replaceCheckerLocked(nil)
 	if !r.busy.Load() {
 		x.freeID(r)
 		return nil
@@ -341,9 +341,9 @@ func (c *runControl) finish() {
 	}
 }
 
-// interrupt drops the outcome of r's run in progress (if any) and of
+// interruptLocked drops the outcome of r's run in progress (if any) and of
 // every fire collected before now, and cancels that run. entry.mu held.
-func (x *executor) interrupt(r *runner) {
+func (x *executor) interruptLocked(r *runner) {
 	r.gen.Add(1)
 	if r.run != nil {
 		r.run.stop(context.Canceled)
@@ -371,6 +371,17 @@ func (x *executor) alloc(r *runner) error {
 	return nil
 }
 
+// room refuses n more probes when the wheel has not that many IDs left
+// now (they are not reserved).
+func (x *executor) room(n int) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if n > 0 && len(x.free)+x.capacity-len(x.slots) < n {
+		return fmt.Errorf("at most %d probes can be scheduled (the timer wheel's capacity): %w", x.capacity, ErrResourceExhausted)
+	}
+	return nil
+}
+
 func (x *executor) freeID(r *runner) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -380,17 +391,17 @@ func (x *executor) freeID(r *runner) {
 	}
 }
 
-// schedule puts r on the wheel: first at first, then every period (first
+// scheduleLocked puts r on the wheel: first at first, then every period (first
 // may be in the past: the run is then due at once). entry.mu held.
-func (x *executor) schedule(r *runner, first time.Time, period time.Duration) error {
-	return x.scheduled(r, x.wheel.Schedule(r.id, x.newSchedule(r), first, period))
+func (x *executor) scheduleLocked(r *runner, first time.Time, period time.Duration) error {
+	return x.scheduledLocked(r, x.wheel.Schedule(r.id, x.newScheduleLocked(r), first, period))
 }
 
-// newSchedule gives r the generation of a new schedule and returns it: a
+// newScheduleLocked gives r the generation of a new schedule and returns it: a
 // fire collected for any earlier schedule of r's wheel ID (this probe's or
 // that of an earlier holder of the ID) no longer runs r. Never 0, which
 // stands for "no schedule". entry.mu held.
-func (x *executor) newSchedule(r *runner) uint32 {
+func (x *executor) newScheduleLocked(r *runner) uint32 {
 	g := x.gens.Add(1)
 	for g == 0 {
 		g = x.gens.Add(1)
@@ -399,32 +410,32 @@ func (x *executor) newSchedule(r *runner) uint32 {
 	return g
 }
 
-// spread puts r on the wheel at a point of [now, now+period) fixed by its
+// spreadLocked puts r on the wheel at a point of [now, now+period) fixed by its
 // ID (no thundering herd when many probes start together), then every
 // period. entry.mu held.
-func (x *executor) spread(r *runner, now time.Time, period time.Duration) error {
-	return x.scheduled(r, x.wheel.Spread(r.id, x.newSchedule(r), now, period))
+func (x *executor) spreadLocked(r *runner, now time.Time, period time.Duration) error {
+	return x.scheduledLocked(r, x.wheel.Spread(r.id, x.newScheduleLocked(r), now, period))
 }
 
-// reschedule moves r's next run to next, then every period. entry.mu
+// rescheduleLocked moves r's next run to next, then every period. entry.mu
 // held.
-func (x *executor) reschedule(r *runner, next time.Time, period time.Duration) error {
+func (x *executor) rescheduleLocked(r *runner, next time.Time, period time.Duration) error {
 	if !r.scheduled {
 		return nil
 	}
-	return x.scheduled(r, x.wheel.Reschedule(r.id, next, period))
+	return x.scheduledLocked(r, x.wheel.Reschedule(r.id, next, period))
 }
 
-// setPeriod changes r's period keeping its phase. entry.mu held.
-func (x *executor) setPeriod(r *runner, period time.Duration) error {
+// setPeriodLocked changes r's period keeping its phase. entry.mu held.
+func (x *executor) setPeriodLocked(r *runner, period time.Duration) error {
 	if !r.scheduled {
 		return nil
 	}
-	return x.scheduled(r, x.wheel.Update(r.id, period))
+	return x.scheduledLocked(r, x.wheel.Update(r.id, period))
 }
 
-// scheduled records the outcome of a wheel call for r.
-func (x *executor) scheduled(r *runner, err error) error {
+// scheduledLocked records the outcome of a wheel call for r.
+func (x *executor) scheduledLocked(r *runner, err error) error {
 	r.scheduled = err == nil
 	if err != nil {
 		x.scheduleErrors.Add(1)
@@ -434,8 +445,8 @@ func (x *executor) scheduled(r *runner, err error) error {
 	return nil
 }
 
-// unschedule takes r off the wheel. entry.mu held.
-func (x *executor) unschedule(r *runner) {
+// unscheduleLocked takes r off the wheel. entry.mu held.
+func (x *executor) unscheduleLocked(r *runner) {
 	if r.scheduled {
 		x.wheel.Cancel(r.id)
 		r.scheduled = false

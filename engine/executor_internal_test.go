@@ -58,6 +58,16 @@ func TestCreateRefusedBeyondWheelCapacity(t *testing.T) {
 	if _, err := e.Create(ctx, twoProbes("a")); err != nil {
 		t.Fatal(err)
 	}
+	// The wheel's IDs are not reserved at create: the follow loop takes
+	// them when it applies the create, a moment after Create returns.
+	scheduled := func(n int) func() bool {
+		return func() bool {
+			e.exec.mu.Lock()
+			defer e.exec.mu.Unlock()
+			return len(e.exec.slots)-len(e.exec.free) == n
+		}
+	}
+	waitUntil(t, "a's probes scheduled", scheduled(2))
 	_, err := e.Create(ctx, twoProbes("b"))
 	if !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 3 probes can be scheduled") {
 		t.Fatalf("Create beyond the capacity = %v, want ErrResourceExhausted naming the limit", err)
@@ -68,6 +78,7 @@ func TestCreateRefusedBeyondWheelCapacity(t *testing.T) {
 	if _, err := e.Create(ctx, &target.Spec{Name: "c", ReadinessProbe: twoProbes("").ReadinessProbe}); err != nil {
 		t.Fatalf("Create of a target with the one free ID: %v (the refused create must give its ID back)", err)
 	}
+	waitUntil(t, "c's probe scheduled", scheduled(3))
 	upd := twoProbes("c")
 	if _, err := e.Update(ctx, upd); !errors.Is(err, ErrResourceExhausted) {
 		t.Fatalf("Update adding a probe beyond the capacity = %v, want ErrResourceExhausted", err)
@@ -82,6 +93,7 @@ func TestCreateRefusedBeyondWheelCapacity(t *testing.T) {
 		_, err := e.Get(ctx, "a")
 		return errors.Is(err, ErrNotFound)
 	})
+	waitUntil(t, "a's probes' IDs freed", scheduled(1))
 	if _, err := e.Create(ctx, twoProbes("d")); err != nil {
 		t.Errorf("Create after a removal freed two IDs: %v", err)
 	}
@@ -107,6 +119,7 @@ func TestLongestPeriodIsScheduled(t *testing.T) {
 	if _, err := e.Create(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
+	waitUntil(t, "the probe scheduled", func() bool { st := e.Stats(); return st.Wheel.Scheduled > 0 || st.ScheduleErrors > 0 })
 	if st := e.Stats(); st.ScheduleErrors != 0 || st.Wheel.Scheduled != 1 {
 		t.Errorf("schedule errors %d, scheduled %d; want 0 and 1", st.ScheduleErrors, st.Wheel.Scheduled)
 	}
@@ -135,9 +148,7 @@ func TestStepWithoutRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Own(context.Background(), "web"); err != nil {
-		t.Fatal(err)
-	}
+	e.ownAll() // what Run does first
 	en, _ := e.lookup("web")
 	r := en.runners[probe.Readiness]
 
@@ -192,7 +203,7 @@ func TestSkippedFireDoesNotAllocate(t *testing.T) {
 	if r.busy.Load() {
 		t.Error("the skipped probe stays busy")
 	}
-	if _, err := x.trigger(r); !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 1 probes run at once (--max-inflight)") {
+	if _, err := x.triggerLocked(r); !errors.Is(err, ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 1 probes run at once (--max-inflight)") {
 		t.Errorf("trigger at the bound = %v; want ErrResourceExhausted naming the bound", err)
 	}
 }
@@ -259,11 +270,11 @@ func TestStaleFireIgnoredByGeneration(t *testing.T) {
 		stale func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner)
 	}{
 		{"previous holder of the ID, due after the new holder's first run", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
-			if err := x.schedule(r, now.Add(10*time.Second), time.Second); err != nil {
+			if err := x.scheduleLocked(r, now.Add(10*time.Second), time.Second); err != nil {
 				t.Fatal(err)
 			}
 			f := fireOf(r, now.Add(10*time.Second))
-			x.retire(r) // an update replaced the probe
+			x.retireLocked(r) // an update replaced the probe
 			next := &runner{entry: r.entry}
 			if err := x.alloc(next); err != nil {
 				t.Fatal(err)
@@ -271,17 +282,17 @@ func TestStaleFireIgnoredByGeneration(t *testing.T) {
 			if next.id != r.id {
 				t.Fatalf("the new probe has ID %d, want the freed %d", next.id, r.id)
 			}
-			if err := x.schedule(next, now.Add(time.Second), time.Second); err != nil {
+			if err := x.scheduleLocked(next, now.Add(time.Second), time.Second); err != nil {
 				t.Fatal(err)
 			}
 			return f, next
 		}},
 		{"previous holder of the ID, not scheduled yet", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
-			if err := x.schedule(r, now, time.Second); err != nil {
+			if err := x.scheduleLocked(r, now, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			f := fireOf(r, now)
-			x.retire(r)
+			x.retireLocked(r)
 			next := &runner{entry: r.entry}
 			if err := x.alloc(next); err != nil {
 				t.Fatal(err)
@@ -289,12 +300,12 @@ func TestStaleFireIgnoredByGeneration(t *testing.T) {
 			return f, next
 		}},
 		{"same probe, unscheduled and spread again at the fire's due time", func(t *testing.T, x *executor, r *runner, now time.Time) (wheel.Fire, *runner) {
-			if err := x.spread(r, now, time.Second); err != nil {
+			if err := x.spreadLocked(r, now, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			f := fireOf(r, now)
-			x.unschedule(r) // disowned, then owned again
-			if err := x.spread(r, now, time.Second); err != nil {
+			x.unscheduleLocked(r) // disowned, then owned again
+			if err := x.spreadLocked(r, now, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			return f, r

@@ -49,7 +49,8 @@ func (g *gateCheckers) Open(name string, _ probe.Type, h probe.Handler) (engine.
 }
 
 // overlaps returns the checkers closed while a check of theirs ran, and
-// the number closed in all.
+// the number closed in all among those that ran a check (Create opens a
+// checker of each probe to validate it, and closes it at once).
 func (g *gateCheckers) overlaps() (overlapping []string, closed int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -57,7 +58,7 @@ func (g *gateCheckers) overlaps() (overlapping []string, closed int) {
 		if c.closedDuringCheck.Load() {
 			overlapping = append(overlapping, c.name+"/"+c.label)
 		}
-		if c.closed.Load() {
+		if c.closed.Load() && c.ran.Load() {
 			closed++
 		}
 	}
@@ -69,11 +70,13 @@ type gateChecker struct {
 	name, label string
 
 	checking          atomic.Int32
+	ran               atomic.Bool
 	closed            atomic.Bool
 	closedDuringCheck atomic.Bool
 }
 
 func (c *gateChecker) Check(ctx context.Context) probe.Outcome {
+	c.ran.Store(true)
 	c.checking.Add(1)
 	defer c.checking.Add(-1)
 	c.g.h.hanging.Add(1)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
 )
 
 // feed is the published side of the engine: the targets as of the last
@@ -61,6 +63,11 @@ type feed struct {
 	// were published here, then lost when the store went back in time
 	// (a watch that saw some of them is refused); guarded by mu.
 	lostAfter, lostUpTo uint64
+
+	// key is the view's search key of getLocked, reused (a restore looks
+	// up one target per event); guarded by mu.
+	key     record
+	keySpec target.Spec
 }
 
 // revWaiter is a callback run once the feed's revision reaches rev.
@@ -94,21 +101,73 @@ func (f *feed) restore(st *Stored) []*record {
 	records := make([]*record, 0, len(st.Targets))
 	for _, t := range st.Targets {
 		r := newRecord(t)
-		f.put(r)
+		f.putLocked(r)
 		records = append(records, r)
 	}
 	f.hist.compacted = st.Compacted
+	f.hist.reserve(len(st.Events))
 	// Events the bounds drop here are still in the store: they count
-	// towards the next compaction. Their messages are bounded here, once:
-	// the engine bounds what it writes, data of older versions may not be,
-	// and what is published must be valid UTF-8.
+	// towards the next compaction.
 	for _, ev := range st.Events {
-		ev.Message = probe.BoundMessage(ev.Message)
-		f.shareLabels(&ev)
-		f.hist.append(ev, f.eventRecord(&ev), ev.size())
+		f.restoreEventLocked(&f.hist, ev)
 	}
 	f.rev = st.Revision
 	return records
+}
+
+// getLocked returns the view's record of the target named name; f.mu
+// held.
+func (f *feed) getLocked(name string) (*record, bool) {
+	f.keySpec.Name = name
+	f.key.spec = &f.keySpec
+	r, ok := f.view.Get(&f.key)
+	f.keySpec.Name = ""
+	return r, ok
+}
+
+// restoreEventLocked appends a stored event to hist, the view holding
+// the stored targets already. The store decodes a name, a label map and
+// (for lifecycle events) a whole target per event, where events published
+// live share their target's: the event takes the view's name, labels and
+// spec when they are equal (at 100,000 targets the copies were ~10% of
+// the heap after a restart), and the view's record when the target has
+// not changed since. Its message is bounded here, once: the engine bounds
+// what it writes, data of older versions may not be, and what is
+// published must be valid UTF-8. f.mu held.
+func (f *feed) restoreEventLocked(hist *history, ev Event) {
+	ev.Message = probe.BoundMessage(ev.Message)
+	ev.Reason = knownReason(ev.Reason)
+	cur, ok := f.getLocked(ev.Name)
+	if ok {
+		ev.Name = cur.spec.Name
+		if len(ev.Labels) > 0 && maps.Equal(cur.spec.Labels, ev.Labels) {
+			ev.Labels = cur.spec.Labels
+		}
+	}
+	var rec *record
+	switch t := ev.Target; {
+	case t == nil:
+	case ok && cur.rev == t.Status.Revision && cur.rev == ev.Revision:
+		rec = cur
+	case ok && t.Spec != cur.spec && reflect.DeepEqual(t.Spec, cur.spec):
+		// Not t itself: Stored may be the store's own.
+		shared := Target{Spec: cur.spec, Status: t.Status}
+		rec = newRecord(&shared)
+	default:
+		rec = newRecord(t)
+	}
+	hist.append(ev, rec, ev.size())
+}
+
+// knownReason returns the engine's string of reason when it is one of
+// its reasons (stored events decode a string each), else reason.
+func knownReason(reason string) string {
+	for _, r := range [...]string{ReasonProbe, ReasonTerminating, ReasonReset, ReasonUpdated} {
+		if reason == r {
+			return r
+		}
+	}
+	return reason
 }
 
 // sharedLabels returns the labels of a published target equal to labels
@@ -125,31 +184,6 @@ func (f *feed) sharedLabels(labels map[string]string) map[string]string {
 	return labels
 }
 
-// eventRecord returns the record of a restored event's Target (nil
-// without one): the view's record when it is of the same revision (the
-// target has not changed since), else a record of its own. f.mu held.
-func (f *feed) eventRecord(ev *Event) *record {
-	if ev.Target == nil {
-		return nil
-	}
-	if r, ok := f.view.Get(named(ev.Name)); ok && r.rev == ev.Target.Status.Revision && r.rev == ev.Revision {
-		return r
-	}
-	return newRecord(ev.Target)
-}
-
-// shareLabels makes a restored event hold its target's label map when
-// the two are equal, instead of a map of its own (the store decodes one
-// per event); events published live share it already. f.mu held.
-func (f *feed) shareLabels(ev *Event) {
-	if len(ev.Labels) == 0 {
-		return
-	}
-	if r, ok := f.view.Get(named(ev.Name)); ok && maps.Equal(r.spec.Labels, ev.Labels) {
-		ev.Labels = r.spec.Labels
-	}
-}
-
 // publish makes durable changes visible: the view, the history and every
 // synced watcher. It never blocks on a watcher.
 func (f *feed) publish(changes []*Change) {
@@ -157,9 +191,9 @@ func (f *feed) publish(changes []*Change) {
 	defer f.mu.Unlock()
 	for _, c := range changes {
 		if c.Delete {
-			f.remove(c.Target.Spec.Name)
+			f.removeLocked(c.Target.Spec.Name)
 		} else {
-			f.put(c.record())
+			f.putLocked(c.record())
 		}
 		size := c.Event.size()
 		// The history keeps the target's record, the one the view has
@@ -173,14 +207,14 @@ func (f *feed) publish(changes []*Change) {
 		f.hist.append(c.Event, rec, size)
 		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
-			if !w.pushLocked(&c.Event, size) {
+			if !f.pushLocked(w, &c.Event, size) {
 				f.evictedLocked(w)
 			}
 		}
 		f.trimLocked()
 	}
 	for w := range f.synced {
-		w.advanceLocked(f.rev)
+		f.advanceLocked(w, f.rev)
 	}
 }
 
@@ -212,7 +246,7 @@ func (f *feed) trimLocked() {
 		if slowest == nil {
 			return
 		}
-		slowest.failSlow(fmt.Sprintf("the slowest watcher when more than %d bytes of events were pending in all watchers (--watch-total-bytes)", f.totalBytes))
+		f.failSlowLocked(slowest, fmt.Sprintf("the slowest watcher when more than %d bytes of events were pending in all watchers (--watch-total-bytes)", f.totalBytes))
 		f.evictedLocked(slowest)
 	}
 }
@@ -226,7 +260,7 @@ func (f *feed) reach(rev uint64) {
 	if rev > f.rev {
 		f.rev = rev
 		for w := range f.synced {
-			w.advanceLocked(rev)
+			f.advanceLocked(w, rev)
 		}
 	}
 	due := f.dueLocked()
@@ -310,7 +344,7 @@ func (f *feed) get(name string) (*Target, bool) {
 func (f *feed) record(name string) (*record, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.view.Get(named(name))
+	return f.getLocked(name)
 }
 
 // byName returns the record of every published target by name.
@@ -325,23 +359,15 @@ func (f *feed) byName() map[string]*record {
 	return m
 }
 
-// forget drops a target from the view without an event: its ownership
-// was lost, so this engine reports it no more (its history stays).
-func (f *feed) forget(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.remove(name)
-}
-
-// put publishes r in the view and the label index. f.mu held.
-func (f *feed) put(r *record) {
+// putLocked publishes r in the view and the label index. f.mu held.
+func (f *feed) putLocked(r *record) {
 	old, _ := f.view.ReplaceOrInsert(r)
 	f.labels.replace(old, r)
 }
 
-// remove drops the target named name from the view and the label index.
+// removeLocked drops the target named name from the view and the label index.
 // f.mu held.
-func (f *feed) remove(name string) {
+func (f *feed) removeLocked(name string) {
 	if old, ok := f.view.Delete(named(name)); ok {
 		f.labels.replace(old, nil)
 	}
@@ -359,11 +385,16 @@ func (f *feed) revision() uint64 {
 // The targets are made of the records outside the lock.
 // With a selector it visits only the targets of the selector's rarest
 // label (the label index), not the whole view.
+//
+// The page's Targets are allocated together: one allocation per page, not
+// one per target (a caller that keeps one keeps the page's).
 func (f *feed) list(o ListOptions) ([]*Target, bool) {
 	records, more := f.listRecords(o)
+	page := make([]Target, len(records))
 	out := make([]*Target, len(records))
 	for i, r := range records {
-		out[i] = f.target(r)
+		r.fill(&page[i], f.effective)
+		out[i] = &page[i]
 	}
 	return out, more
 }
@@ -433,7 +464,7 @@ func (f *feed) close(err error) {
 	f.mu.Lock()
 	f.closed = err
 	for w := range f.synced {
-		w.failLocked(err)
+		f.failLocked(w, err)
 		delete(f.synced, w)
 	}
 	due := f.reached

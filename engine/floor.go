@@ -17,9 +17,9 @@ func (e *Engine) effective(p *probe.Spec) probe.Effective {
 	return eff
 }
 
-// warnFloored logs, in one line per restored target, the probes whose
+// warnFlooredLocked logs, in one line per restored target, the probes whose
 // timing was raised to the floors; en.mu held.
-func (e *Engine) warnFloored(en *entry) {
+func (e *Engine) warnFlooredLocked(en *entry) {
 	var raised []string
 	for _, r := range en.runners {
 		if r == nil {

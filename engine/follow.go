@@ -6,12 +6,13 @@ import (
 	"fmt"
 )
 
-// The engine's view follows the store: every commit, its own included, is
-// published as the store's Follow delivers it — the one path by which
-// changes become visible. Over a SharedStore (cluster mode) the registry
-// of targets follows too — a target another replica created becomes known
-// here (and owned, when Options.Owns says so), one deleted anywhere is
-// forgotten.
+// The engine follows the store's ordered log: every commit, its own
+// included, becomes known as the store's Follow delivers it — the one
+// path by which changes become visible — and so do the changes of which
+// targets the engine probes (Delivery.Owned). The follow loop applies
+// each delivery to the registry and the probing (own.go: a target created
+// anywhere is registered, and probed when this engine owns it; one
+// deleted anywhere is forgotten), then publishes it.
 
 // follow publishes what the store delivers, from revision after,
 // until ctx is done. When the store compacted revisions the view had not
@@ -69,18 +70,7 @@ func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked cha
 		case <-fctx.Done():
 		}
 	}()
-	err = e.opts.Store.Follow(fctx, after, func(pos uint64, changes []*Change) {
-		if len(changes) > 0 {
-			for _, c := range changes {
-				if c.settled != nil { // this engine's, as it was given
-					<-c.settled
-				}
-			}
-			e.feed.publish(changes)
-			e.applyFollowed(changes)
-		}
-		e.feed.reach(pos)
-	})
+	err = e.opts.Store.Follow(fctx, after, e.apply)
 	cancel()
 	<-waiting
 	select {
@@ -91,68 +81,27 @@ func (e *Engine) followUntilReload(ctx context.Context, after uint64) (asked cha
 	}
 }
 
-// applyFollowed keeps the registry in step with published changes: new
-// targets are registered (and owned when Options.Owns says so), deleted
-// ones forgotten (and disowned). Changes of targets this engine owns are
-// its own (only the owner writes a target after its creation): its entry
-// is ahead of them already. So are the changes a store with one writer
-// delivers as they were made (their entry set): its registry is the
-// engine's, not the store's.
-func (e *Engine) applyFollowed(changes []*Change) {
-	for _, c := range changes {
-		if c.entry != nil {
-			continue
-		}
-		e.mu.Lock()
-		en := e.targets[c.Name]
-		switch {
-		case c.Delete:
-			if en != nil {
-				delete(e.targets, c.Name)
-				e.countClientLocked(en.client, -1)
-			}
-			e.mu.Unlock()
-			if en != nil {
-				en.mu.Lock()
-				e.disownLocked(en, nil)
-				en.removed = true
-				en.mu.Unlock()
-			}
-		case en == nil && c.Target != nil:
-			en = &entry{name: c.Name, client: c.Target.Status.Client}
-			en.share(c.record())
-			e.targets[c.Name] = en
-			e.countClientLocked(en.client, 1)
-			e.mu.Unlock()
-			if e.owns(c.Name) {
-				// Just created: its probes start now, as Create's do.
-				e.ownEntry(en, c.Event.Kind != KindCreated)
-			}
-		default:
-			e.mu.Unlock()
-			if en != nil && c.Target != nil {
-				en.mu.Lock()
-				if !en.owned {
-					en.share(c.record())
-				}
-				en.mu.Unlock()
-			}
-		}
-	}
-}
-
-// owns reports whether this engine is to probe the named target.
-func (e *Engine) owns(name string) bool {
-	return e.opts.Owns == nil || e.opts.Owns(name)
-}
-
 // Sync waits until the engine's view has caught up with revision rev of
 // its store (every change up to rev — over a SharedStore by any replica —
-// is published here), or ctx is done. A replica that gained shards at
-// revision rev syncs before it takes their targets over, so that it starts
-// from everything their previous owner wrote.
+// is published here), or ctx is done: a replica that rejoined waits for
+// its view to reach the join's revision before it serves again.
 func (e *Engine) Sync(ctx context.Context, rev uint64) error {
 	return e.feed.waitReached(ctx, rev)
+}
+
+// SyncOwned is Sync, and then waits for the rest of the delivery that
+// reached rev to be applied, its ownership included: once it returns, a
+// target of a shard this engine gained at or before rev is owned here.
+// (A delivery marks its position reached before it takes the targets of
+// the shards it gains, all under one lock, which SyncOwned takes once.)
+func (e *Engine) SyncOwned(ctx context.Context, rev uint64) error {
+	if err := e.Sync(ctx, rev); err != nil {
+		return err
+	}
+	e.own.Lock()
+	//nolint:staticcheck // SA2001: the lock is the barrier: the delivery holding it has been applied.
+	e.own.Unlock()
+	return nil
 }
 
 // Heartbeat returns once a one-shot timer of the engine's timer wheel has

@@ -32,29 +32,29 @@ func deleteOptionsOf(opts []DeleteOption) deleteOptions {
 	return o
 }
 
-// gracePeriod is the grace period of en's deletion, counted from its
+// gracePeriodLocked is the grace period of en's deletion, counted from its
 // DeleteTime: the one the deletion was given, else the spec's; en.mu held.
-func (en *entry) gracePeriod() time.Duration {
+func (en *entry) gracePeriodLocked() time.Duration {
 	if g := en.grace(); g != nil {
 		return *g
 	}
 	return en.spec.GracePeriod()
 }
 
-// shortenGrace gives a terminating target a grace period of d from now,
+// shortenGraceLocked gives a terminating target a grace period of d from now,
 // when that ends its drain sooner: the change is published (a TERMINATING
 // event saying so, durable like every other) and the drain rescheduled.
 // It is called with en.mu held and unlocks it.
-func (e *Engine) shortenGrace(ctx context.Context, en *entry, d time.Duration) (*Target, error) {
+func (e *Engine) shortenGraceLocked(ctx context.Context, en *entry, d time.Duration) (*Target, error) {
 	now := e.clock.Now()
 	sleep, _ := en.spec.PreStopSleep()
 	elapsed := max(now.Sub(en.deleteTime()), 0)
-	if remaining := min(sleep, en.gracePeriod()) - elapsed; d >= remaining {
+	if remaining := min(sleep, en.gracePeriodLocked()) - elapsed; d >= remaining {
 		en.mu.Unlock()
 		return e.Get(ctx, en.name) // no sooner: nothing changes
 	}
 	g := elapsed + d // less than the current grace period: no overflow
-	en.edit().DeletionGracePeriod = &g
+	en.editLocked().DeletionGracePeriod = &g
 	if en.drain != nil {
 		en.drain.Stop()
 		en.drain = nil

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/store/memory"
 )
 
@@ -36,6 +38,10 @@ type harness struct {
 	events chan engine.Event
 	// hanging counts requests held by hanging backends right now.
 	hanging atomic.Int64
+	// watcher sees every event; forwarding counts the events Next returned
+	// that the goroutine feeding events has not sent yet.
+	watcher    *engine.Watcher
+	forwarding *atomic.Int64
 	// watching tracks the goroutine that feeds events; stop waits for it.
 	watching sync.WaitGroup
 }
@@ -76,6 +82,8 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatalf("Watch: %v", err)
 	}
+	forwarding := new(atomic.Int64)
+	h.watcher, h.forwarding = w, forwarding
 	h.watching.Add(1)
 	go func() {
 		defer h.watching.Done()
@@ -85,9 +93,11 @@ func (h *harness) start() {
 			if err != nil {
 				return
 			}
+			forwarding.Add(int64(len(b.Events)))
 			for _, ev := range b.Events {
 				select {
 				case events <- ev:
+					forwarding.Add(-1)
 				case <-ctx.Done():
 					return
 				}
@@ -134,8 +144,7 @@ const idleWaiters = 3
 // backend (waiting for its timeout on the fake clock).
 func (h *harness) quiesce() {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilMet(h.t, "the engine to settle", 10*time.Second, func() string {
 		// A cancelled run leaves Cancelling last, once it is no longer in
 		// flight: with Cancelling 0 no cancelled run is still ending.
 		st := h.eng.Stats()
@@ -143,14 +152,12 @@ func (h *harness) quiesce() {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			err := h.clock.BlockUntilContext(ctx, idleWaiters)
 			cancel()
-			if st := h.eng.Stats(); err == nil && st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
-				return
+			if st = h.eng.Stats(); err == nil && st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
+				return ""
 			}
 		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	st := h.eng.Stats()
-	h.t.Fatalf("engine did not settle within 10s: %d probes in flight (%d cancelled), %d hanging in backends", st.Inflight, st.Cancelling, h.hanging.Load())
+		return fmt.Sprintf("%d probes in flight (%d cancelled), %d hanging in backends", st.Inflight, st.Cancelling, h.hanging.Load())
+	})
 }
 
 // advance moves the fake clock in steps of step up to d and quiesces after
@@ -241,20 +248,22 @@ func (h *harness) noEvent(kinds ...engine.EventKind) {
 	}
 }
 
-// flush waits until every change submitted so far is published, by
-// committing a marker (an update of a dedicated target) and waiting for it.
+// flush waits until every change submitted so far is published (the
+// committer's barrier: Flush, export_test.go) and every event published
+// is in h.events (the watcher's queue is empty and the goroutine feeding
+// events has sent what it took). Not the revision: a position that only
+// changes ownership (memory.Shared's Assign) publishes no event, and no
+// watcher batch says it reached it.
 func (h *harness) flush() {
 	h.t.Helper()
-	rev := h.eng.Revision()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		if r := h.eng.Revision(); r == rev {
-			return
-		} else {
-			rev = r
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.eng.Flush(ctx); err != nil {
+		h.t.Fatalf("flush: %v", err)
 	}
-	h.t.Fatalf("events kept coming for 10s")
+	poll.Until(h.t, "the watcher to hand every published event over", 10*time.Second, func() bool {
+		return h.watcher.Pending() == 0 && h.forwarding.Load() == 0
+	})
 }
 
 // backend is a real HTTP server whose /healthz answers with a status the

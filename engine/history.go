@@ -23,6 +23,16 @@ func newHistory(maxCount, maxBytes int) history {
 	return history{maxCount: max(maxCount, 1), maxBytes: maxBytes}
 }
 
+// reserve makes room for n events (at most the count bound) in an empty
+// history, so that a restore appending them allocates once.
+func (h *history) reserve(n int) {
+	if h.n > 0 || len(h.buf) > 0 {
+		return
+	}
+	n = min(n, h.maxCount)
+	h.buf, h.sizes, h.records = make([]Event, 0, n), make([]int32, 0, n), make([]*record, 0, n)
+}
+
 func (h *history) at(i int) *Event {
 	return &h.buf[(h.start+i)%len(h.buf)]
 }

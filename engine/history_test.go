@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/probed/probed/engine/probe"
+	"github.com/probed/probed/engine/target"
 )
 
 func revisions(evs []Event, _ []*record) []uint64 {
@@ -171,6 +173,55 @@ func TestRestoredEventsShareRecords(t *testing.T) {
 	}
 	if evs := readAll(&f.hist); evs[0].Target.Status.Revision != 2 || evs[1].Target.Status.Revision != 4 {
 		t.Errorf("targets of the events: revisions %d, %d; want 2, 4", evs[0].Target.Status.Revision, evs[1].Target.Status.Revision)
+	}
+}
+
+// TestRestoredEventsShareSpecsAndNames: a restored lifecycle event of an
+// older revision whose spec is the stored target's (a CREATED event, the
+// target probed since) holds the view's spec, not the copy the store
+// decoded for it; an event of a spec that changed since keeps its own.
+// Every event of the target holds the view's name string, and the
+// engine's reasons are the engine's strings (the store decodes one of
+// each per event).
+func TestRestoredEventsShareSpecsAndNames(t *testing.T) {
+	t.Parallel()
+	f := newFeed(10, 0)
+	spec := func(port int32) *target.Spec {
+		return &target.Spec{Name: strings.Clone("a"), Labels: map[string]string{"app": "web"},
+			ReadinessProbe: &probe.Spec{Handler: probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}}, PeriodSeconds: 5}}
+	}
+	at := func(rev uint64, s *target.Spec) *Target {
+		return &Target{Spec: s, Status: Status{Phase: Active, Revision: rev}}
+	}
+	stored := at(4, spec(80))
+	f.restore(&Stored{Revision: 4, Targets: []*Target{stored}, Events: []Event{
+		{Revision: 1, Name: strings.Clone("a"), Kind: KindCreated, Target: at(1, spec(81))},
+		{Revision: 2, Name: strings.Clone("a"), Kind: KindUpdated, Reason: strings.Clone(ReasonUpdated), Target: at(2, spec(80))},
+		{Revision: 3, Name: strings.Clone("a"), Kind: KindTransition, Reason: strings.Clone(ReasonProbe)},
+		{Revision: 4, Name: strings.Clone("a"), Kind: KindTransition, Reason: "Custom"},
+	}})
+	evs := readAll(&f.hist)
+	if len(evs) != 4 {
+		t.Fatalf("%d events restored, want 4", len(evs))
+	}
+	if evs[0].Target.Spec == stored.Spec || evs[0].Target.Spec.ReadinessProbe.Handler.TCPSocket.Port != 81 {
+		t.Errorf("event 1 (an older spec): holds the stored target's spec, or lost its own: %+v", evs[0].Target.Spec.ReadinessProbe.Handler.TCPSocket)
+	}
+	if evs[1].Target.Spec != stored.Spec {
+		t.Errorf("event 2 (the stored spec, an older revision): holds a spec of its own, want the view's")
+	}
+	for _, ev := range evs {
+		if unsafe.StringData(ev.Name) != unsafe.StringData(stored.Spec.Name) {
+			t.Errorf("event %d: holds a name string of its own, want the view's", ev.Revision)
+		}
+	}
+	for i, want := range []string{"", ReasonUpdated, ReasonProbe} {
+		if evs[i].Reason != want || (want != "" && unsafe.StringData(evs[i].Reason) != unsafe.StringData(want)) {
+			t.Errorf("event %d: reason %q is not the engine's string %q", evs[i].Revision, evs[i].Reason, want)
+		}
+	}
+	if evs[3].Reason != "Custom" {
+		t.Errorf("event 4: reason %q, want Custom", evs[3].Reason)
 	}
 }
 

@@ -31,16 +31,16 @@ func targetNames(ts []*Target) []string {
 func TestListByLabelIndex(t *testing.T) {
 	t.Parallel()
 	f := newFeed(10, 0)
-	f.put(newRecord(labelled("a", map[string]string{"app": "web", "env": "prod"})))
-	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "dev"})))
-	f.put(newRecord(labelled("c", map[string]string{"app": "db", "env": "prod"})))
-	f.put(newRecord(labelled("d", map[string]string{"app": "web", "env": "prod"})))
-	f.put(newRecord(labelled("e", nil)))
-	f.put(newRecord(labelled("b", map[string]string{"app": "web", "env": "prod"}))) // env changed
-	f.put(newRecord(labelled("d", map[string]string{"env": "prod"})))               // app removed
-	f.put(newRecord(labelled("f", map[string]string{"app": "web", "env": "prod"})))
-	f.remove("f")
-	f.remove("missing")
+	f.putLocked(newRecord(labelled("a", map[string]string{"app": "web", "env": "prod"})))
+	f.putLocked(newRecord(labelled("b", map[string]string{"app": "web", "env": "dev"})))
+	f.putLocked(newRecord(labelled("c", map[string]string{"app": "db", "env": "prod"})))
+	f.putLocked(newRecord(labelled("d", map[string]string{"app": "web", "env": "prod"})))
+	f.putLocked(newRecord(labelled("e", nil)))
+	f.putLocked(newRecord(labelled("b", map[string]string{"app": "web", "env": "prod"}))) // env changed
+	f.putLocked(newRecord(labelled("d", map[string]string{"env": "prod"})))               // app removed
+	f.putLocked(newRecord(labelled("f", map[string]string{"app": "web", "env": "prod"})))
+	f.removeLocked("f")
+	f.removeLocked("missing")
 	tests := []struct {
 		name     string
 		selector map[string]string
@@ -87,9 +87,9 @@ func TestSharedLabels(t *testing.T) {
 	t.Parallel()
 	f := newFeed(10, 0)
 	web := map[string]string{"app": "web", "env": "prod"}
-	f.put(newRecord(labelled("a", web)))
-	f.put(newRecord(labelled("b", map[string]string{"app": "web"})))
-	f.put(newRecord(labelled("c", map[string]string{"app": "web", "env": "prod"})))
+	f.putLocked(newRecord(labelled("a", web)))
+	f.putLocked(newRecord(labelled("b", map[string]string{"app": "web"})))
+	f.putLocked(newRecord(labelled("c", map[string]string{"app": "web", "env": "prod"})))
 	tests := []struct {
 		name   string
 		labels map[string]string

@@ -12,9 +12,21 @@ import (
 )
 
 // Create registers a target and starts probing it. It returns once the
-// registration is durable, with the target as published. A target whose
-// probes the engine could not schedule (every wheel ID taken) is refused
-// with ErrResourceExhausted, never registered idle.
+// registration is durable and the engine's view holds it, with the target
+// as published. A target whose probes the engine could not schedule
+// (every wheel ID taken) is refused with ErrResourceExhausted, never
+// registered idle; so is one whose checker cannot be opened, with
+// ErrInvalid.
+//
+// The store decides whether the target exists (over a SharedStore the
+// create is a conditional write; over a store with one writer the engine
+// alone creates), and the target becomes known here — and probed, when
+// this engine owns it — when the store's log delivers the write, as a
+// target another replica created does (follow.go). Creates of one name on
+// this engine go one at a time: a second waits for the first, then finds
+// the target (AlreadyExists) or, when the first failed, tries itself.
+// (Two creates of a name in one batch would both be refused: a
+// SharedStore answers by name.)
 func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
@@ -25,96 +37,10 @@ func (e *Engine) Create(ctx context.Context, spec *target.Spec) (*Target, error)
 	if err := e.validate(spec, nil); err != nil {
 		return nil, err
 	}
-	now := e.clock.Now()
+	if err := e.checkProbes(spec); err != nil {
+		return nil, err
+	}
 	client := ClientFrom(ctx)
-	if e.shared != nil {
-		return e.createShared(ctx, spec, client, now)
-	}
-	created, done, err := e.createLocal(spec, client, "", now, e.commits)
-	if err != nil {
-		return nil, err
-	}
-	// Not wait(ctx, done): the change is submitted and will be committed
-	// (or fail) whether the caller waits or not; giving up on it would
-	// leave a stored target that nothing probes.
-	return e.finishCreate(created, <-done)
-}
-
-// submitter queues changes: the committer, or an open group (group.go).
-type submitter interface {
-	submit(changes []*Change, wait bool) (<-chan error, error)
-}
-
-// createLocal registers a new target of owner (a set's name, "" for
-// Create) over a store that is not shared and submits its creation to
-// sub; finishCreate ends it once done says how the write went.
-func (e *Engine) createLocal(spec *target.Spec, client, owner string, now time.Time, sub submitter) (*Change, <-chan error, error) {
-	en := &entry{name: spec.Name, client: client, spec: spec, owned: true, status: &Status{Phase: Active, CreateTime: now, StartTime: now, Client: client, Owner: owner}}
-	en.mu.Lock()
-	if err := e.openRunnersLocked(en); err != nil {
-		e.disownLocked(en, nil)
-		en.mu.Unlock()
-		return nil, nil, err
-	}
-	en.mu.Unlock()
-
-	e.mu.Lock()
-	if err := e.checkLimitsLocked(spec.Name, client); err != nil {
-		e.mu.Unlock()
-		e.discard(en)
-		return nil, nil, err
-	}
-	e.targets[spec.Name] = en
-	// en is not visible before e.mu is released.
-	en.client = e.countClientLocked(client, 1)
-	en.status.Client = en.client
-	en.mu.Lock() // held until the change is queued, so nothing about en is queued before it
-	e.mu.Unlock()
-	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
-	done, err := sub.submit([]*Change{created}, true)
-	en.mu.Unlock()
-	if err != nil {
-		e.unregister(en)
-		return nil, nil, err
-	}
-	return created, done, nil
-}
-
-// finishCreate starts probing the target of createLocal's change once
-// written (err nil), or forgets it.
-func (e *Engine) finishCreate(created *Change, err error) (*Target, error) {
-	en := created.entry
-	if err != nil {
-		e.unregister(en)
-		return nil, err
-	}
-	en.mu.Lock()
-	e.scheduleFailed(e.startProbesLocked(en, e.clock.Now(), false))
-	en.mu.Unlock()
-	return e.withLive(created.Target), nil
-}
-
-// unregister forgets a target whose creation failed.
-func (e *Engine) unregister(en *entry) {
-	e.mu.Lock()
-	if e.targets[en.name] == en {
-		delete(e.targets, en.name)
-		e.countClientLocked(en.client, -1)
-	}
-	e.mu.Unlock()
-	e.discard(en)
-}
-
-// createShared is Create over a SharedStore: the store decides whether the
-// target exists (the create is a conditional write), and the target
-// becomes known here — and probed, by whichever replica owns it — when the
-// view follows the write. It returns once that has happened here.
-//
-// Creates of one name on this replica go one at a time: a second waits
-// for the first, then finds the target (AlreadyExists) or, when the first
-// failed, tries itself. (Two creates of a name in one batch would both be
-// refused: the store answers by name.)
-func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client string, now time.Time) (*Target, error) {
 	finish, err := e.startCreates(ctx, []string{spec.Name}, client, func() error {
 		return e.checkLimitsLocked(spec.Name, client)
 	})
@@ -122,10 +48,13 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 		return nil, err
 	}
 	defer finish()
-	created := e.sharedCreation(spec, client, "", now)
+	created := e.creation(spec, client, "", e.clock.Now())
 	done, err := e.commits.submit([]*Change{created}, true)
 	if err == nil {
-		err = <-done // see Create: the caller giving up does not undo it
+		// Not wait(ctx, done): the change is submitted and will be
+		// committed (or fail) whether the caller waits or not, and the
+		// limits count it as in flight until it is.
+		err = <-done
 	}
 	if err != nil {
 		return nil, err
@@ -133,10 +62,16 @@ func (e *Engine) createShared(ctx context.Context, spec *target.Spec, client str
 	return e.withLive(created.Target), nil
 }
 
-// sharedCreation is the change that creates a target of owner (a set's
-// name, "" for Create) over a SharedStore: the store refuses it when the
+// submitter queues changes: the committer, or an open group (group.go).
+type submitter interface {
+	submit(changes []*Change, wait bool) (<-chan error, error)
+}
+
+// creation is the change that creates a target of owner (a set's name, ""
+// for Create): it registers nothing (the follow loop registers the target
+// when the store delivers it), and a SharedStore refuses it when the
 // target exists.
-func (e *Engine) sharedCreation(spec *target.Spec, client, owner string, now time.Time) *Change {
+func (e *Engine) creation(spec *target.Spec, client, owner string, now time.Time) *Change {
 	status := Status{Phase: Active, CreateTime: now, StartTime: now, Client: client, Owner: owner}
 	for _, t := range probe.Types {
 		if spec.Probe(t) != nil {
@@ -145,15 +80,38 @@ func (e *Engine) sharedCreation(spec *target.Spec, client, owner string, now tim
 	}
 	en := &entry{name: spec.Name, client: client, spec: spec, status: &status}
 	created := e.changeLocked(en, Event{Kind: KindCreated}, true, now)
-	created.Create = true
+	created.Create, created.entry = true, nil
 	return created
+}
+
+// checkProbes refuses a target whose probes this engine could not run:
+// a checker that cannot be opened (ErrInvalid), or more probes than the
+// timer wheel has room for now (ErrResourceExhausted). The owner opens
+// its own checkers when the store delivers the create; the room is not
+// reserved (concurrent creates may still take it: the owner then reports
+// the target without probing it, and logs why).
+func (e *Engine) checkProbes(spec *target.Spec) error {
+	n := 0
+	for _, t := range probe.Types {
+		p := spec.Probe(t)
+		if p == nil {
+			continue
+		}
+		n++
+		c, err := e.opts.Checkers.Open(spec.Name, t, p.Handler)
+		if err != nil {
+			return fmt.Errorf("target %q %s probe: %w: %w", spec.Name, t, ErrInvalid, err)
+		}
+		c.Close()
+	}
+	return e.exec.room(n)
 }
 
 // checkLimitsLocked refuses a create that the registry says exists or
 // that would pass --max-targets or --max-targets-per-client; e.mu held.
-// Over a SharedStore the registry lags the store by a few milliseconds,
-// and the store decides existence; the limits count the creates in flight
-// here (inflight.go).
+// The registry follows the store's log: over a SharedStore it lags the
+// store by a few milliseconds, and the store decides existence; the
+// limits count the creates in flight here (inflight.go).
 func (e *Engine) checkLimitsLocked(name, client string) error {
 	if _, ok := e.targets[name]; ok {
 		return fmt.Errorf("target %q: %w", name, ErrAlreadyExists)
@@ -171,29 +129,6 @@ func (e *Engine) checkRoomLocked(client string, n int) error {
 	}
 	if limit := e.opts.MaxTargetsPerClient; limit > 0 && client != "" && e.perClient[client]+mine+n > limit {
 		return fmt.Errorf("%q already has %d targets, the most one client may have (--max-targets-per-client): %w", client, limit, ErrResourceExhausted)
-	}
-	return nil
-}
-
-// openRunnersLocked creates a runner (with its wheel ID and its checker)
-// for every probe of en.spec; en.mu held. On error the runners made so
-// far stay in en.runners (discard them).
-func (e *Engine) openRunnersLocked(en *entry) error {
-	for _, t := range probe.Types {
-		p := en.spec.Probe(t)
-		if p == nil {
-			continue
-		}
-		r, err := e.newRunnerLocked(en, t, p)
-		if err != nil {
-			return err
-		}
-		en.edit().Probes[t] = ProbeStatus{Present: true, Result: r.state.Result}
-		c, err := e.opts.Checkers.Open(en.name, t, p.Handler)
-		if err != nil {
-			return fmt.Errorf("target %q %s probe: %w: %w", en.name, t, ErrInvalid, err)
-		}
-		r.checker = c
 	}
 	return nil
 }
@@ -268,14 +203,6 @@ func errTerminating(name string) error {
 	return fmt.Errorf("target %q is terminating: %w", name, ErrFailedPrecondition)
 }
 
-// discard releases a target that never got published.
-func (e *Engine) discard(en *entry) {
-	en.mu.Lock()
-	defer en.mu.Unlock()
-	e.disownLocked(en, nil)
-	en.removed = true
-}
-
 func wait(ctx context.Context, done <-chan error) error {
 	select {
 	case err := <-done:
@@ -331,6 +258,9 @@ type ListOptions struct {
 	// Visible, when set: only targets it returns true for (the caller's
 	// read permission); called with the feed's lock held.
 	Visible func(name string) bool
+	// WithoutRecent leaves out each probe status's Recent runs (a slice
+	// per probe and target) for a caller that does not show them.
+	WithoutRecent bool
 }
 
 // List returns published targets in name order and whether more follow.
@@ -343,9 +273,32 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 	}
 	ts, more := e.feed.list(o)
 	for _, t := range ts {
-		e.addLive(t) // made for this call
+		e.addLiveRecent(t, !o.WithoutRecent) // made for this call
 	}
 	return ts, more, nil
+}
+
+// ListEach calls fn with each target of the page List would return, in
+// name order, and returns whether more follow. The Target fn receives is
+// valid only during the call (the next target reuses it): fn copies what
+// it keeps (its Spec, which is shared and never modified, it may keep).
+// For a caller that converts the page, it is List without a Target per
+// target.
+func (e *Engine) ListEach(ctx context.Context, o ListOptions, fn func(*Target)) (bool, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return false, err
+	}
+	if err := e.feed.vouched(); err != nil {
+		return false, err
+	}
+	records, more := e.feed.listRecords(o)
+	var t Target
+	for _, r := range records {
+		r.fill(&t, e.feed.effective)
+		e.addLiveRecent(&t, !o.WithoutRecent)
+		fn(&t)
+	}
+	return more, nil
 }
 
 // withLive copies a published target and adds the figures kept in memory.
@@ -355,11 +308,15 @@ func (e *Engine) withLive(t *Target) *Target {
 	return &out
 }
 
-// addLive adds to t, a target of the caller's, the effective timings and
-// the figures kept in memory.
-func (e *Engine) addLive(out *Target) {
+// addLive adds to t, a target of the caller's, the effective timings
+// (unless set) and the figures kept in memory.
+func (e *Engine) addLive(out *Target) { e.addLiveRecent(out, true) }
+
+// addLiveRecent is addLive, with each probe's Recent runs only when
+// recent is set.
+func (e *Engine) addLiveRecent(out *Target, recent bool) {
 	for _, typ := range probe.Types {
-		if p := out.Spec.Probe(typ); p != nil {
+		if p := out.Spec.Probe(typ); p != nil && out.Status.Probes[typ].Effective == (probe.Effective{}) {
 			out.Status.Probes[typ].Effective = e.effective(p)
 		}
 	}
@@ -377,7 +334,9 @@ func (e *Engine) addLive(out *Target) {
 		}
 		ps := &out.Status.Probes[typ]
 		r.figures(ps)
-		ps.Recent = r.recent.samples()
+		if recent {
+			ps.Recent = r.recent.samples()
+		}
 	}
 }
 
@@ -415,7 +374,7 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 			c.Close()
 		}
 		for _, r := range added {
-			e.exec.retire(r)
+			e.exec.retireLocked(r)
 		}
 	}
 	for _, t := range probe.Types {
@@ -448,9 +407,9 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 		switch {
 		case p == nil && r == nil:
 		case p == nil: // removed
-			e.exec.retire(r)
+			e.exec.retireLocked(r)
 			en.runners[t] = nil
-			en.edit().Probes[t] = ProbeStatus{}
+			en.editLocked().Probes[t] = ProbeStatus{}
 		case r == nil: // added
 			r = added[t]
 			r.checker = checkers[t]
@@ -458,16 +417,16 @@ func (e *Engine) update(ctx context.Context, spec *target.Spec, sub submitter) (
 			if t == probe.Startup && wasStarted {
 				r.state = probe.State{Result: probe.Success, HasInitialized: true}
 			}
-			en.edit().Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
+			en.editLocked().Probes[t] = ProbeStatus{Present: true, Result: r.state.Result, HasInitialized: r.state.HasInitialized}
 		default: // kept
 			if c, ok := checkers[t]; ok {
-				r.replaceChecker(c)
-				e.exec.interrupt(r) // a run of the old handler says nothing about the new one
+				r.replaceCheckerLocked(c)
+				e.exec.interruptLocked(r) // a run of the old handler says nothing about the new one
 			}
 			old := r.period()
 			r.spec, r.eff = p, e.timing(p)
 			if r.period() != old {
-				e.scheduleFailed(e.exec.reschedule(r, now.Add(r.period()), r.period()))
+				e.scheduleFailed(e.exec.rescheduleLocked(r, now.Add(r.period()), r.period()))
 			}
 		}
 	}
@@ -497,17 +456,17 @@ func (e *Engine) Reset(ctx context.Context, name string) (*Target, error) {
 		if r == nil {
 			continue
 		}
-		e.exec.unschedule(r)
-		e.exec.interrupt(r)
+		e.exec.unscheduleLocked(r)
+		e.exec.interruptLocked(r)
 		// Back to the initial state: no run, not initialized, and the
 		// initial result (a transition if it differs).
 		r.state = probe.State{Result: r.state.Result}
-		en.edit().Probes[r.typ].HasInitialized = false
+		en.editLocked().Probes[r.typ].HasInitialized = false
 		if c := e.publishLocked(en, r, probe.Initial(r.typ).Result, "target reset", ReasonReset, now); c != nil {
 			changes = append(changes, c)
 		}
 	}
-	en.edit().StartTime = now
+	en.editLocked().StartTime = now
 	en.wasReady = false
 	reset := e.changeLocked(en, Event{Kind: KindReset, Reason: ReasonReset}, false, now)
 	changes = append(changes, reset)
@@ -532,7 +491,7 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 	}
 	if en.phase() == Terminating {
 		if o.grace != nil {
-			return e.shortenGrace(ctx, en, *o.grace) // unlocks en
+			return e.shortenGraceLocked(ctx, en, *o.grace) // unlocks en
 		}
 		en.mu.Unlock()
 		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
@@ -545,15 +504,15 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 // submits it to sub; it unlocks en. settle ends it.
 func (e *Engine) terminateLocked(en *entry, o deleteOptions, sub submitter) (*Change, <-chan error, error) {
 	now := e.clock.Now()
-	st := en.edit()
+	st := en.editLocked()
 	st.Phase, st.DeleteTime, st.DeletionGracePeriod = Terminating, now, o.grace
 	var changes []*Change
 	for _, r := range en.runners {
 		if r == nil {
 			continue
 		}
-		e.exec.unschedule(r)
-		e.exec.interrupt(r)
+		e.exec.unscheduleLocked(r)
+		e.exec.interruptLocked(r)
 		if r.typ == probe.Readiness {
 			if c := e.publishLocked(en, r, probe.Failure, "target is terminating", ReasonTerminating, now); c != nil {
 				changes = append(changes, c)

@@ -249,9 +249,7 @@ func TestTriggerJoinsARunningProbe(t *testing.T) {
 			outs[i] = out
 		})
 		if i == 0 {
-			for h.hanging.Load() == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			poll.Until(t, "the first trigger's run in the backend", 10*time.Second, func() bool { return h.hanging.Load() > 0 })
 		}
 	}
 	poll.UntilBlocked(t, "engine.(*Engine).Trigger", 2) // the second trigger joined the run

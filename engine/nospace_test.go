@@ -97,8 +97,10 @@ func TestStoreWithoutSpace(t *testing.T) {
 	if _, err := h.eng.Get(ctx, heldName); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("Get(%s) of the held create = %v, want NotFound: nothing is visible before it is durable", heldName, err)
 	}
-	if _, err := h.eng.Create(ctx, spec("refused")); !errors.Is(err, engine.ErrUnavailable) {
-		t.Errorf("Create on a full disk = %v, want ErrUnavailable", err)
+	// The refusal starts with its cause, naming the data dir.
+	cause := "no space left on the device of the data dir " + filepath.Join(fs.Dir, "data")
+	if _, err := h.eng.Create(ctx, spec("refused")); !errors.Is(err, engine.ErrUnavailable) || !strings.HasPrefix(err.Error(), cause) {
+		t.Errorf("Create on a full disk = %v, want ErrUnavailable starting %q", err, cause)
 	}
 	if _, err := h.eng.Update(ctx, spec("before")); !errors.Is(err, engine.ErrUnavailable) {
 		t.Errorf("Update on a full disk = %v, want ErrUnavailable", err)

@@ -11,31 +11,40 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
-	"github.com/probed/probed/store/bolt"
+	"github.com/probed/probed/store/memory"
 )
 
-// BenchmarkTakeover measures what a replica does when the stream brings a
-// claim of shards holding n targets (replica.Binding's gain, on the
-// store's follow goroutine, which publishes nothing else meanwhile): the
-// registry scanned for the shards' names (Names), then Own of every one
-// (checkers opened, first probes scheduled, spread over one period). Its
-// time per op is the Watch delay a takeover of n targets causes. The
-// targets have a TCP readiness probe every 60 s; between ops they are
-// disowned (not timed). Sizes 1,000 and 10,000, or PROBED_TAKEOVER_TARGETS
-// (comma separated, e.g. 100000). It reports ns/target.
+// BenchmarkTakeover measures what a replica does when its store's log
+// brings a claim of shards holding n targets: the follow loop applies the
+// new ownership (the registry scanned for the shards' targets, each taken
+// over: checker opened, runner made, first probe spread over one period)
+// and only then publishes anything after it. Its time per op is the
+// Watch delay a takeover of n targets causes: from the claim's entry in
+// the log (memory.Shared's Assign) until the engine's view has reached
+// the next entry (Sync). The targets have a TCP readiness probe every 60 s; between ops
+// the shard is assigned away again (not timed). Sizes 1,000 and 10,000,
+// or PROBED_TAKEOVER_TARGETS (comma separated, e.g. 100000). It reports
+// ns/target.
 func BenchmarkTakeover(b *testing.B) {
 	for _, n := range targetCounts(b, "PROBED_TAKEOVER_TARGETS") {
 		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
-			eng, names := takeoverEngine(b, n)
+			eng, shared := takeoverEngine(b, n)
 			ctx := b.Context()
-			all := func(string) bool { return true }
 			b.ResetTimer()
 			for range b.N {
-				if err := eng.Own(ctx, eng.Names(all)...); err != nil {
+				// The view reaches the claim's position, then the
+				// engine takes the targets over: the next position's
+				// delivery (a marker) waits for that.
+				shared.Assign("bench", 0)
+				if err := eng.Sync(ctx, shared.Assign("")); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				if err := eng.Disown(ctx, names...); err != nil {
+				if st := eng.Stats(); st.Wheel.Scheduled != n {
+					b.Fatalf("%d probes scheduled after the takeover, want %d", st.Wheel.Scheduled, n)
+				}
+				shared.Assign("", 0)
+				if err := eng.Sync(ctx, shared.Assign("")); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -45,10 +54,10 @@ func BenchmarkTakeover(b *testing.B) {
 	}
 }
 
-// takeoverEngine runs an engine over bbolt with n registered targets it
-// does not own (its Owns says no: another replica's), as a replica holds
-// the targets of shards it may gain.
-func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
+// takeoverEngine runs an engine over a shared store in memory with n
+// registered targets in its one shard, which nobody owns yet: as a
+// replica holds the targets of shards it may gain.
+func takeoverEngine(b *testing.B, n int) (*engine.Engine, *memory.Shared) {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,16 +65,9 @@ func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
 	}
 	b.Cleanup(func() { ln.Close() })
 	port := int32(ln.Addr().(*net.TCPAddr).Port)
-	st, err := bolt.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
+	shared := memory.NewShared(1, 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	eng, err := engine.Open(ctx, engine.Options{
-		Store: st, Checkers: check.New(check.Options{}),
-		Owns: func(string) bool { return false },
-	})
+	eng, err := engine.Open(ctx, engine.Options{Store: shared.Replica("bench"), Checkers: check.New(check.Options{})})
 	if err != nil {
 		cancel()
 		b.Fatal(err)
@@ -78,13 +80,11 @@ func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
 	})
 	actx, acancel := context.WithTimeout(ctx, time.Duration(n/1000+30)*time.Second)
 	defer acancel()
-	names := make([]string, n)
 	const perSet = 20_000 // Apply's bound
 	for first := 0; first < n; first += perSet {
 		set := engine.ApplySet{Owner: fmt.Sprintf("bench-%d", first/perSet)}
 		for i := first; i < min(first+perSet, n); i++ {
-			names[i] = fmt.Sprintf("target-%06d", i)
-			set.Targets = append(set.Targets, &target.Spec{Name: names[i], ReadinessProbe: &probe.Spec{
+			set.Targets = append(set.Targets, &target.Spec{Name: fmt.Sprintf("target-%06d", i), ReadinessProbe: &probe.Spec{
 				Handler:       probe.Handler{TCPSocket: &probe.TCPSocket{Host: "127.0.0.1", Port: port}},
 				PeriodSeconds: 60, TimeoutSeconds: 10,
 			}})
@@ -93,8 +93,8 @@ func takeoverEngine(b *testing.B, n int) (*engine.Engine, []string) {
 			b.Fatal(err)
 		}
 	}
-	if err := eng.Disown(actx, names...); err != nil {
-		b.Fatal(err)
+	if st := eng.Stats(); st.Targets != n || st.Wheel.Scheduled != 0 {
+		b.Fatalf("%d targets, %d probes scheduled; want %d targets, none probed", st.Targets, st.Wheel.Scheduled, n)
 	}
-	return eng, names
+	return eng, shared
 }

@@ -80,15 +80,15 @@ func (s *gatedStore) next(t *testing.T) *gatedCommit {
 // loop makes it.
 func gatedCommitter(t *testing.T, store *gatedStore, clock clockwork.Clock, inFlight int) *committer {
 	f := newFeed(100, 0)
-	c := newCommitter(store, f, clock, func([]*Change, time.Duration) {}, func([]string) {})
+	c := newCommitter(store, f, clock, func([]*Change, time.Duration) {})
 	c.inFlight = inFlight
 	store.log.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan error, 1)
 	go func() {
-		followed <- store.Follow(ctx, 0, func(pos uint64, changes []*Change) {
-			f.publish(changes)
-			f.reach(pos)
+		followed <- store.Follow(ctx, 0, func(d Delivery) {
+			f.publish(d.Changes)
+			f.reach(d.Pos)
 		})
 	}()
 	ran := make(chan error, 1)

@@ -184,7 +184,14 @@ func (r *record) status() Status {
 // target returns a new Target of r, the effective timing of each probe
 // of its spec filled in by effective (nil: left zero).
 func (r *record) target(effective func(*probe.Spec) probe.Effective) *Target {
-	t := &Target{Spec: r.spec, Status: r.status()}
+	t := &Target{}
+	r.fill(t, effective)
+	return t
+}
+
+// fill makes *t a Target of r, as target does.
+func (r *record) fill(t *Target, effective func(*probe.Spec) probe.Effective) {
+	*t = Target{Spec: r.spec, Status: r.status()}
 	if effective != nil {
 		for _, typ := range probe.Types {
 			if p := r.spec.Probe(typ); p != nil {
@@ -192,7 +199,6 @@ func (r *record) target(effective func(*probe.Spec) probe.Effective) *Target {
 			}
 		}
 	}
-	return t
 }
 
 // probe returns the durable fields of r's status of probe typ.

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-
-	"github.com/probed/probed/engine/probe"
 )
 
 // Over a SharedStore the view can fall behind the store's history: a
@@ -26,16 +24,16 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 	for _, w := range due {
 		w.fn()
 	}
+	owned := st.Ownership
+	if owned == nil {
+		owned = everything
+	}
 	loaded := make(map[string]*record, len(records))
 	for _, r := range records {
 		loaded[r.name()] = r
 	}
-	type update struct {
-		en *entry
-		t  *record
-	}
 	var gone, added []*entry
-	var updated []update
+	e.own.Lock()
 	e.mu.Lock()
 	for name, en := range e.targets {
 		if _, ok := loaded[name]; !ok {
@@ -44,17 +42,20 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 			gone = append(gone, en)
 		}
 	}
-	for name, t := range loaded {
+	for name, r := range loaded {
 		en := e.targets[name]
 		if en == nil {
-			en = &entry{name: name, client: t.client}
-			en.share(t)
+			en = &entry{name: name, client: e.countClientLocked(r.client, 1), shard: e.owned.shard(name)}
+			en.shareLocked(r)
 			e.targets[name] = en
-			e.countClientLocked(en.client, 1)
 			added = append(added, en)
 			continue
 		}
-		updated = append(updated, update{en, t})
+		en.mu.Lock()
+		if !en.owned {
+			en.shareLocked(r) // the owner's state; an owned one is ahead
+		}
+		en.mu.Unlock()
 	}
 	e.mu.Unlock()
 	for _, en := range gone {
@@ -63,18 +64,22 @@ func (e *Engine) reload(ctx context.Context, after uint64, cause error) (uint64,
 		en.removed = true
 		en.mu.Unlock()
 	}
-	for _, u := range updated {
-		u.en.mu.Lock()
-		if !u.en.owned {
-			u.en.share(u.t) // the owner's state; an owned one is ahead
-		}
-		u.en.mu.Unlock()
-	}
-	for _, en := range added {
-		if e.owns(en.name) {
-			e.ownEntry(en, true)
+	// The ownership as of the Load: what the log said in between is lost
+	// with it. A release whose shard is no longer owned has ended.
+	for s := range e.releasing {
+		if s >= len(owned.Owned) || !owned.Owned[s] {
+			e.releasing[s] = false
 		}
 	}
+	e.owned = owned
+	if len(e.releasing) != len(owned.Owned) {
+		e.releasing = make([]bool, len(owned.Owned))
+	}
+	e.reconcileLocked(func(en *entry) bool {
+		en.shard = owned.shard(en.name)
+		return true
+	})
+	e.own.Unlock()
 	msg := "the view fell behind the store's compacted history; reloaded in place (the events in between are lost)"
 	if rewound {
 		msg = "the store went back in time (restored from a backup?); reloaded in place: what it no longer has is lost"
@@ -101,7 +106,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter, rec
 	records = make([]*record, 0, len(st.Targets))
 	for _, t := range st.Targets {
 		r := newRecord(t)
-		f.put(r)
+		f.putLocked(r)
 		records = append(records, r)
 	}
 	hist := newHistory(f.hist.maxCount, f.hist.maxBytes)
@@ -113,9 +118,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter, rec
 	}
 	for _, ev := range st.Events {
 		if ev.Revision > hist.compacted {
-			ev.Message = probe.BoundMessage(ev.Message) // as restore does
-			f.shareLabels(&ev)
-			hist.append(ev, f.eventRecord(&ev), ev.size())
+			f.restoreEventLocked(&hist, ev)
 		}
 	}
 	f.hist = hist
@@ -123,7 +126,7 @@ func (f *feed) reload(st *Stored) (ended int, rewound bool, due []revWaiter, rec
 	f.epoch++
 	oldest := f.hist.oldest(f.rev + 1)
 	for w := range f.synced {
-		w.failLocked(&CompactedError{Requested: w.rev + 1, Oldest: oldest})
+		f.failLocked(w, &CompactedError{Requested: w.rev + 1, Oldest: oldest})
 		delete(f.synced, w)
 		ended++
 	}
@@ -146,12 +149,8 @@ func names(entries []*entry) []string {
 // view published, and the follow waits for revisions that will carry
 // other changes): the revision goes back, every watcher ends with
 // ErrCompacted, a watch from a lost revision is refused, and the targets
-// the store no longer has are forgotten (logged). Over a store that is
-// not shared it does nothing.
+// the store no longer has are forgotten (logged).
 func (e *Engine) Reload(ctx context.Context) error {
-	if e.shared == nil {
-		return nil
-	}
 	if err := e.awaitRunning(ctx); err != nil {
 		return err
 	}

@@ -99,10 +99,10 @@ func (r *runner) period() time.Duration {
 	return r.eff.Period
 }
 
-// replaceChecker makes c the checker of r and closes the previous one, at
+// replaceCheckerLocked makes c the checker of r and closes the previous one, at
 // once when no run is using it, else when the run in progress ends (the
 // Checker contract: Close never overlaps Check); entry.mu held.
-func (r *runner) replaceChecker(c Checker) {
+func (r *runner) replaceCheckerLocked(c Checker) {
 	old := r.checker
 	r.checker = c
 	if old == nil {

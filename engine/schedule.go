@@ -28,17 +28,17 @@ func (e *Engine) startProbesLocked(en *entry, now time.Time, spread bool) error 
 		runs := (r.typ == probe.Startup) != started
 		switch {
 		case !runs:
-			e.exec.unschedule(r)
+			e.exec.unscheduleLocked(r)
 		case r.scheduled:
 		default:
 			first := en.startTime().Add(r.eff.InitialDelay)
 			switch {
 			case first.After(now):
-				errs = append(errs, e.exec.schedule(r, first, r.period()))
+				errs = append(errs, e.exec.scheduleLocked(r, first, r.period()))
 			case spread:
-				errs = append(errs, e.exec.spread(r, now, r.period()))
+				errs = append(errs, e.exec.spreadLocked(r, now, r.period()))
 			default:
-				err := e.exec.schedule(r, now.Add(r.period()), r.period())
+				err := e.exec.scheduleLocked(r, now.Add(r.period()), r.period())
 				if err == nil {
 					e.exec.runNow(r)
 				}

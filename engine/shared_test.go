@@ -12,49 +12,28 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/store/memory"
+	"github.com/probed/probed/store/storetest"
 )
 
-// owners decides which replica of a test owns which target: by default
-// replica "a" owns the names that start with "a-", "b" the others.
-type owners struct {
-	mu    sync.Mutex
-	moved map[string]string // name → replica, overriding the default
-}
-
-func (o *owners) of(name string) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if r, ok := o.moved[name]; ok {
-		return r
-	}
+// shardOf puts the names that start with "a-" in shard 0, the others in
+// shard 1.
+func shardOf(name string) int {
 	if strings.HasPrefix(name, "a-") {
-		return "a"
+		return 0
 	}
-	return "b"
+	return 1
 }
 
-func (o *owners) move(name, replica string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.moved == nil {
-		o.moved = make(map[string]string)
-	}
-	o.moved[name] = replica
-}
-
-// replicas runs two engines, a and b, over one shared store.
-func replicas(t *testing.T) (a, b *harness, o *owners) {
-	shared := memory.NewShared(3)
-	o = &owners{}
-	replica := func(id string) func(*engine.Options) {
-		owns := func(name string) bool { return o.of(name) == id }
-		return func(opts *engine.Options) {
-			opts.Store = shared.Replica(owns)
-			opts.Owns = owns
-		}
-	}
-	return newHarness(t, replica("a")), newHarness(t, replica("b")), o
+// replicas runs two engines, a and b, over one shared store of two
+// shards: a owns shard 0 (the names that start with "a-"), b shard 1.
+func replicas(t *testing.T, mod ...func(*engine.Options)) (a, b *harness, shared *memory.Shared) {
+	shared = memory.NewShared(3, 2, shardOf)
+	shared.Assign("a", 0)
+	shared.Assign("b", 1)
+	return newHarness(t, append([]func(*engine.Options){overShared(shared, "a")}, mod...)...),
+		newHarness(t, overShared(shared, "b")), shared
 }
 
 // TestReplicasShareOneStore: two engines over one shared store, as two
@@ -137,11 +116,12 @@ func TestCreateRaceDecidedByTheStore(t *testing.T) {
 }
 
 // TestHandoverBetweenReplicas: a target moves from a to b as a shard
-// does: a disowns it, b owns it from what the store holds. Nothing is
-// invented (it stays ready without a transition), hasInitialized is kept
-// (failureThreshold applies), and only b probes afterwards.
+// does: a releases it, the log gives its shard to b, which takes it over
+// from what the store holds. Nothing is invented (it stays ready without
+// a transition), hasInitialized is kept (failureThreshold applies), and
+// only b probes afterwards.
 func TestHandoverBetweenReplicas(t *testing.T) {
-	a, b, o := replicas(t)
+	a, b, shared := replicas(t)
 	backend := a.newBackend(200)
 	p := backend.probe(1, -900)
 	p.FailureThreshold = 2
@@ -151,16 +131,10 @@ func TestHandoverBetweenReplicas(t *testing.T) {
 	b.next(engine.KindTransition)
 	ctx := context.Background()
 
-	if err := a.eng.Disown(ctx, "a-web"); err != nil {
+	if err := a.eng.Release(ctx, []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	o.move("a-web", "b")
-	if err := b.eng.Sync(ctx, a.eng.Revision()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.eng.Own(ctx, "a-web"); err != nil {
-		t.Fatal(err)
-	}
+	assign(t, shared, "b", []int{0}, b)
 	b.advance(300*time.Millisecond, 10*time.Millisecond)
 	a.advance(300*time.Millisecond, 10*time.Millisecond)
 	if got := a.eng.Stats().Wheel.Scheduled; got != 0 {
@@ -181,25 +155,65 @@ func TestHandoverBetweenReplicas(t *testing.T) {
 	}
 }
 
-// TestFencedWriteStopsTheOldOwner: when the store stops letting a replica
-// write a target (its shard went to another replica behind its back: an
-// expired lease), its next write is refused, it stops probing the target,
-// and the new owner's writes are the only ones.
+// heldStore holds the deliveries of its store's Follow from the next one
+// on, when hold is called, until release: a replica whose stream lags.
+// Its store is a replica of a memory.Shared (a PresenceReader too).
+type heldStore struct {
+	*memory.Replica
+	mu      sync.Mutex
+	holding chan struct{} // closed by release; nil: not holding
+}
+
+func (s *heldStore) Follow(ctx context.Context, after uint64, deliver func(engine.Delivery)) error {
+	return s.Replica.Follow(ctx, after, func(d engine.Delivery) {
+		s.mu.Lock()
+		holding := s.holding
+		s.mu.Unlock()
+		if holding != nil {
+			select {
+			case <-holding:
+			case <-ctx.Done():
+			}
+		}
+		deliver(d)
+	})
+}
+
+func (s *heldStore) hold() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.holding = ch
+	return func() {
+		s.mu.Lock()
+		s.holding = nil
+		s.mu.Unlock()
+		close(ch)
+	}
+}
+
+// TestFencedWriteStopsTheOldOwner: when the store moves a replica's shard
+// to another replica behind its back (an expired lease) and the old
+// owner's stream lags, its writes are refused — dropped, never published
+// — and the loss, once its stream brings it, stops its probes; the new
+// owner's writes are the only ones.
 func TestFencedWriteStopsTheOldOwner(t *testing.T) {
-	a, b, o := replicas(t)
+	var held *heldStore
+	a, b, shared := replicas(t, func(o *engine.Options) {
+		held = &heldStore{Replica: o.Store.(*memory.Replica)}
+		o.Store = held
+	})
 	backend := a.newBackend(200)
 	a.create(&target.Spec{Name: "a-web", ReadinessProbe: backend.probe(1, -900)})
 	a.next(engine.KindTransition)
 	b.next(engine.KindTransition)
 
-	o.move("a-web", "b") // a is not told
-	if err := b.eng.Own(context.Background(), "a-web"); err != nil {
-		t.Fatal(err)
-	}
+	release := held.hold()
+	assign(t, shared, "b", []int{0}, b) // a is not told yet
 	backend.set(503)
 	a.advance(400*time.Millisecond, 10*time.Millisecond) // a's failure transition is refused
-	if got := a.eng.Stats().Wheel.Scheduled; got != 0 {
-		t.Errorf("after its write was refused the old owner still schedules %d probes", got)
+	if got := a.eng.Stats().Refused; got == 0 {
+		t.Errorf("the old owner's write was not refused")
 	}
 	b.advance(400*time.Millisecond, 10*time.Millisecond)
 	ev := b.next(engine.KindTransition)
@@ -207,14 +221,27 @@ func TestFencedWriteStopsTheOldOwner(t *testing.T) {
 		t.Fatalf("transition = %+v, want the new owner's failure", ev)
 	}
 	b.noEvent(engine.KindTransition)
+
+	release()
+	if err := a.eng.Sync(context.Background(), b.eng.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	a.quiesce()
+	if got := a.eng.Stats().Wheel.Scheduled; got != 0 {
+		t.Errorf("after its stream brought the loss the old owner still schedules %d probes", got)
+	}
+	if ev := a.next(engine.KindTransition); ev.To != probe.Failure {
+		t.Errorf("the old owner's view got %+v, want the new owner's transition", ev)
+	}
 }
 
 // TestHandoverMidDrain: a target deleted on its owner drains there
-// (TERMINATING, then its preStop sleep); when the owner loses it mid-drain,
-// the next owner finishes the drain on the original schedule — the
-// deletion time comes from the store — and both replicas see it removed.
+// (TERMINATING, then its preStop sleep); when the owner releases it
+// mid-drain, the next owner finishes the drain on the original schedule —
+// the deletion time comes from the store — and both replicas see it
+// removed.
 func TestHandoverMidDrain(t *testing.T) {
-	a, b, o := replicas(t)
+	a, b, shared := replicas(t)
 	a.create(&target.Spec{Name: "a-web", Lifecycle: sleepFor(10)})
 	ctx := context.Background()
 	if _, err := a.eng.Delete(ctx, "a-web"); err != nil {
@@ -230,16 +257,10 @@ func TestHandoverMidDrain(t *testing.T) {
 		t.Fatalf("b sees phase %v mid-drain, want terminating", tg.Status.Phase)
 	}
 
-	if err := a.eng.Disown(ctx, "a-web"); err != nil {
+	if err := a.eng.Release(ctx, []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	o.move("a-web", "b")
-	if err := b.eng.Sync(ctx, a.eng.Revision()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.eng.Own(ctx, "a-web"); err != nil {
-		t.Fatal(err)
-	}
+	assign(t, shared, "b", []int{0}, a, b)
 	a.advance(10*time.Second, time.Second) // the old owner no longer drains it
 	a.noEvent(engine.KindDeleted)
 	b.advance(6999*time.Millisecond, time.Second/2)
@@ -263,28 +284,7 @@ func TestRacingCreatesOfOneName(t *testing.T) {
 	ctx := context.Background()
 	for i := range 20 {
 		name := fmt.Sprintf("a-race-%d", i)
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for j := range errs {
-			wg.Go(func() {
-				_, errs[j] = b.eng.Create(ctx, &target.Spec{Name: name, Labels: map[string]string{"by": fmt.Sprint(j)}})
-			})
-		}
-		wg.Wait()
-		winner := -1
-		for j, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("%s: both creates succeeded", name)
-			case err == nil:
-				winner = j
-			case !errors.Is(err, engine.ErrAlreadyExists):
-				t.Fatalf("%s: create %d: %v, want ErrAlreadyExists", name, j, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("%s: no create succeeded: %v", name, errs)
-		}
+		winner := storetest.RacingCreates(t, name, storetest.Creator(ctx, b.eng))
 		// b answered once the winner's change was visible on b; a's view
 		// follows the store: wait until it has reached as far.
 		if err := a.eng.Sync(ctx, b.eng.Revision()); err != nil {
@@ -299,5 +299,43 @@ func TestRacingCreatesOfOneName(t *testing.T) {
 	}
 	if n := len(b.eng.Names(func(string) bool { return true })); n != 20 {
 		t.Errorf("%d targets registered, want 20", n)
+	}
+}
+
+// TestOwnerBehindTheCreate: a call that reaches a target's owner before
+// the owner's view holds the target (a create on another replica, then a
+// call forwarded to the owner: TestForwardedAsTheCaller in package
+// server, once in a while) waits for the view to catch up with the store,
+// which says the target exists, and succeeds; it does not answer
+// NotFound from the lagging view.
+func TestOwnerBehindTheCreate(t *testing.T) {
+	shared := memory.NewShared(3, 2, shardOf)
+	shared.Assign("a", 0)
+	shared.Assign("b", 1)
+	a := newHarness(t, overShared(shared, "a"))
+	var held *heldStore
+	b := newHarness(t, overShared(shared, "b"), func(o *engine.Options) {
+		held = &heldStore{Replica: o.Store.(*memory.Replica)}
+		o.Store = held
+	})
+	release := held.hold()
+	a.create(&target.Spec{Name: "b-web"}) // b's shard; b's view does not have it yet
+	reset := make(chan error, 1)
+	go func() {
+		_, err := b.eng.Reset(context.Background(), "b-web")
+		reset <- err
+	}()
+	// Waiting for its view (without the store's word on the target's
+	// presence, a PresenceReader, it answers NotFound at once and never
+	// waits: this fails then).
+	poll.UntilBlocked(t, "engine.(*feed).waitReached", 1)
+	release()
+	select {
+	case err := <-reset:
+		if err != nil {
+			t.Fatalf("Reset on the owner whose view lagged behind the create: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reset did not return once the owner's view caught up")
 	}
 }

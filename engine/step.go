@@ -30,7 +30,7 @@ func (e *Engine) step(ctx context.Context, r *runner, gen uint64) (probe.Outcome
 	en.mu.Lock()
 	if r.gen.Load() != gen || r.retired {
 		out := probe.Outcome{Result: probe.Unknown, Message: msgRunCancelled}
-		e.exec.end(r, runResult{out: out})
+		e.exec.endLocked(r, runResult{out: out})
 		en.mu.Unlock()
 		return out, nil
 	}
@@ -51,7 +51,7 @@ func (e *Engine) step(ctx context.Context, r *runner, gen uint64) (probe.Outcome
 
 	en.mu.Lock()
 	change, done := e.applyLocked(ctx, r, gen, start, out)
-	e.exec.end(r, runResult{out: out, done: done})
+	e.exec.endLocked(r, runResult{out: out, done: done})
 	en.mu.Unlock()
 	ctl.finish()
 	return out, change
@@ -119,7 +119,7 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 		return nil, nil
 	}
 	now := e.clock.Now()
-	ps := &en.edit().Probes[r.typ]
+	ps := &en.editLocked().Probes[r.typ]
 	ps.Result, ps.HasInitialized = next.Result, next.HasInitialized
 	// The published status (events, snapshots, the store) carries the
 	// outcome that caused the change; Get and List add the live figures.
@@ -159,12 +159,12 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 
 	// Scheduling consequences.
 	if change.Initialized && r.eff.InitialPeriod != r.eff.Period {
-		e.scheduleFailed(e.exec.setPeriod(r, r.eff.Period))
+		e.scheduleFailed(e.exec.setPeriodLocked(r, r.eff.Period))
 	}
 	if r.typ == probe.Startup && next.Result == probe.Success {
 		// Started: the startup probe is done; liveness and readiness start
 		// at once (not a period later).
-		e.exec.unschedule(r)
+		e.exec.unscheduleLocked(r)
 		e.scheduleFailed(e.startProbesLocked(en, now, false))
 	}
 	return c, done
@@ -175,7 +175,7 @@ func (e *Engine) observeLocked(en *entry, r *runner, out probe.Outcome) (*Change
 // since its creation or reset carries that, for Observer.Ready once the
 // change is durable.
 func (e *Engine) changeLocked(en *entry, ev Event, specChanged bool, now time.Time) *Change {
-	t := &Target{Spec: en.spec, Status: en.current()}
+	t := &Target{Spec: en.spec, Status: en.currentLocked()}
 	for typ, r := range en.runners {
 		if r != nil {
 			t.Status.Probes[typ].Effective = *r.eff // floors applied
@@ -206,7 +206,7 @@ func (e *Engine) publishLocked(en *entry, r *runner, to probe.Result, message, r
 		return nil
 	}
 	r.state.Result = to
-	ps := &en.edit().Probes[r.typ]
+	ps := &en.editLocked().Probes[r.typ]
 	ps.Result, ps.LastTransitionTime = to, now
 	return e.changeLocked(en, Event{Kind: KindTransition, Probe: r.typ, From: from, To: to, Message: message, Reason: reason}, false, now)
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -36,12 +38,14 @@ type Store interface {
 	// Follow calls deliver, from one goroutine and in revision order,
 	// with every batch of changes committed after revision after — this
 	// engine's own, and over a SharedStore every replica's — each only
-	// once it is durable, and with the position reached — pos: everything
-	// up to it has been delivered — also when the store moved on without
-	// a change. It returns when ctx is done (nil), or with an error when
-	// it cannot go on: one wrapping ErrCompacted when after is older than
-	// the store's history (the engine then Loads again and follows on
-	// from there: reload.go). A store with one writer and no log of its
+	// once it is durable, and with the position reached — Delivery.Pos:
+	// everything up to it has been delivered — also when the store moved
+	// on without a change; and, wherever the engine's ownership changes
+	// (which targets it probes: see Ownership), with the new ownership at
+	// that position. It returns when ctx is done (nil), or with an error
+	// when it cannot go on: one wrapping ErrCompacted when after is older
+	// than the store's history (the engine then Loads again and follows
+	// on from there: reload.go). A store with one writer and no log of its
 	// own delivers its Commits' batches as they were given (CommitLog).
 	//
 	// Each delivered change is whole, as the engine makes its own: its
@@ -49,21 +53,63 @@ type Store interface {
 	// status changed (the engine's view takes both from it), a Target
 	// naming the target (Target.Spec.Name) also for a Delete, and
 	// Event.Target the same pointer as Target for lifecycle events.
-	Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*Change)) error
+	Follow(ctx context.Context, after uint64, deliver func(Delivery)) error
 }
+
+// Delivery is what a store's Follow delivers at one position of its log.
+type Delivery struct {
+	// Pos is the position reached: everything up to it is delivered.
+	Pos uint64
+	// Changes are the changes committed at Pos, in order (none when the
+	// store moved on without one).
+	Changes []*Change
+	// Owned, when not nil, is the engine's ownership from Pos on, after
+	// Changes: it changed at Pos. The store does not modify it afterwards.
+	Owned *Ownership
+}
+
+// Ownership says which targets an engine probes — owns —: those of the
+// shards it holds. A store says it in its log: Load gives it as of the
+// store's revision (Stored.Ownership), Follow again wherever it changes
+// (Delivery.Owned). A store with one writer owns every target (nil); over
+// etcd a replica owns the shards whose owner keys its lease holds, as of
+// the revision of their claim. Every replica of a store uses the same
+// ShardOf and number of shards.
+type Ownership struct {
+	// ShardOf is the shard of a named target, below len(Owned); nil: 0.
+	ShardOf func(name string) int
+	// Owned[s] says whether the engine owns the targets of shard s.
+	Owned []bool
+}
+
+// everything is the ownership of a store with one writer: one shard,
+// owned.
+var everything = &Ownership{Owned: []bool{true}}
+
+// shard is the shard of the named target.
+func (o *Ownership) shard(name string) int {
+	if o.ShardOf == nil {
+		return 0
+	}
+	return o.ShardOf(name)
+}
+
+// owns reports whether shard s is owned (false beyond the shards).
+func (o *Ownership) owns(s int) bool { return s >= 0 && s < len(o.Owned) && o.Owned[s] }
 
 // A SharedStore is a Store that several engines — replicas — write (cluster
 // mode over etcd). Each engine publishes what Follow delivers, every
 // replica's commits in the store's order, so every replica's view and event
 // history are the same. Revisions are the store's: increasing, not
-// contiguous, the same on every replica.
+// contiguous, the same on every replica. Its Follow says which targets
+// each replica owns (Delivery.Owned).
 //
 // Commit has two more duties: a change with Create set is refused (nothing
-// written) when its target exists, and the store may refuse the changes
-// of targets this replica does not own (fencing); both are reported as a
-// *ConflictError naming the refused targets. The engine's registry then
-// follows the store (a target another replica created becomes known when
-// it is delivered), where over a store with one writer it is the engine's.
+// written) when its target exists — over a store with one writer the
+// engine, which alone creates, knows that —, and the store refuses the
+// changes of targets this replica does not own as of its log (fencing);
+// both are reported as a *ConflictError naming the refused targets. The
+// engine's registry follows the store's log over every store.
 type SharedStore interface {
 	Store
 	// Shared marks the store as written by several replicas, with the
@@ -95,6 +141,9 @@ type Stored struct {
 	// Compacted is the revision of the newest event Compact deleted (0 if
 	// none): a watch from a revision at or below it is ErrCompacted.
 	Compacted uint64
+	// Ownership is the engine's as of Revision (nil: every target, a
+	// store with one writer).
+	Ownership *Ownership
 }
 
 // Change is one durable change: a target's new state and the event that
@@ -111,6 +160,10 @@ type Change struct {
 	// Create: the change registers a new target. A SharedStore refuses it
 	// when the target exists (see SharedStore).
 	Create bool
+	// Apply, on a create of a journaled Apply (ApplyJournal), is the
+	// apply's hold of its set's lock: the store refuses the change
+	// (a reason wrapping ErrAborted) once the hold is lost.
+	Apply *ApplyTicket
 	// Event is appended to the history.
 	Event Event
 
@@ -123,15 +176,9 @@ type Change struct {
 	// or will never be (refused, failed, the engine stopped); see
 	// markWritten.
 	written atomic.Pointer[func()]
-	// settled is set by the committer before its Commit and closed once it
-	// has done what must precede the change's publication (adopt it into
-	// its entry, observe it, run its written hook). A store with one
-	// writer delivers the very changes it was given, possibly before its
-	// Commit returned: the follow loop waits for settled before it
-	// publishes them.
-	settled chan struct{}
 	// entry is the entry the change was built from (changeLocked), which
-	// adopts Target's status once committed.
+	// adopts Target's status once committed (nil for a create: the follow
+	// loop registers the target when the store delivers it).
 	entry *entry
 	// rec is Target's record, made once committed (see record).
 	rec atomic.Pointer[record]
@@ -155,7 +202,9 @@ func (c *Change) record() *record {
 	return c.rec.Load()
 }
 
-// onWritten sets the hook markWritten calls.
+// onWritten sets the hook markWritten calls: once the change is durable
+// (its Commit returned, or the store's log delivered it: whichever comes
+// first) or will never be.
 func (c *Change) onWritten(f func()) { c.written.Store(&f) }
 
 // markWritten calls the written hook, at most once in all.
@@ -163,6 +212,28 @@ func (c *Change) markWritten() {
 	if f := c.written.Swap(nil); f != nil {
 		(*f)()
 	}
+}
+
+// Check reports what makes c a change no Store can write (nil: none): no
+// name; no Target, or a Target without its Spec, when it is not a delete;
+// a new spec (SpecChanged) that names another target; a create without
+// its spec. A Store's Commit checks every change before it writes any.
+func (c *Change) Check() error {
+	switch {
+	case c.Name == "":
+		return errors.New("no target name")
+	case c.Delete:
+		return nil
+	case c.Target == nil:
+		return fmt.Errorf("target %q: no Target and not a delete", c.Name)
+	case c.Target.Spec == nil:
+		return fmt.Errorf("target %q: no Spec", c.Name)
+	case c.SpecChanged && c.Target.Spec.Name != c.Name:
+		return fmt.Errorf("target %q: spec is named %q", c.Name, c.Target.Spec.Name)
+	case c.Create && !c.SpecChanged:
+		return fmt.Errorf("target %q: a create without its spec (SpecChanged)", c.Name)
+	}
+	return nil
 }
 
 // SetRevision records the revision Commit assigned to the change: on the

@@ -32,7 +32,7 @@ func (f *feed) suspend(err error) {
 	defer f.mu.Unlock()
 	f.stale = err
 	for w := range f.synced {
-		w.failLocked(err)
+		f.failLocked(w, err)
 		delete(f.synced, w)
 	}
 }

@@ -40,7 +40,7 @@ func (s *stubStore) Commit(_ context.Context, changes []*Change) error {
 	return nil
 }
 
-func (s *stubStore) Follow(ctx context.Context, after uint64, deliver func(uint64, []*Change)) error {
+func (s *stubStore) Follow(ctx context.Context, after uint64, deliver func(Delivery)) error {
 	return s.log.Follow(ctx, after, deliver)
 }
 

@@ -35,7 +35,7 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 		en.mu.Unlock()
 		return probe.Outcome{}, nil, fmt.Errorf("the %s probe of target %q is not probed by this engine: %w", typ, name, ErrFailedPrecondition)
 	}
-	ch, err := e.exec.trigger(r)
+	ch, err := e.exec.triggerLocked(r)
 	en.mu.Unlock()
 	if err != nil {
 		return probe.Outcome{}, nil, err

@@ -235,7 +235,7 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 		if len(w.queue) > 0 {
 			b := Batch{Events: w.queue, Revision: w.rev}
 			w.queue, w.spare = w.spare[:0], w.queue
-			w.dropQueueBytes()
+			w.dropQueueBytesLocked()
 			w.lastSent = b.Events[len(b.Events)-1].Revision
 			w.mu.Unlock()
 			return b, nil
@@ -348,11 +348,11 @@ func (w *Watcher) catchUp() (Batch, error) {
 	return b, nil
 }
 
-// pushLocked queues ev, of estimated size bytes, if it matches; f.mu and
-// not w.mu held. It reports false when the watcher must leave the synced
-// set (too slow or failed): its queue would pass its bound of events or
-// of bytes (f.watcherBytes).
-func (w *Watcher) pushLocked(ev *Event, size int) bool {
+// pushLocked queues ev, of estimated size bytes, for w if it matches; f.mu
+// held (w.mu is taken). It reports false when the watcher must leave the
+// synced set (too slow or failed): its queue would pass its bound of
+// events or of bytes (f.watcherBytes).
+func (f *feed) pushLocked(w *Watcher, ev *Event, size int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -364,7 +364,7 @@ func (w *Watcher) pushLocked(ev *Event, size int) bool {
 	// Everything up to ev is now queued or filtered: a batch taken while
 	// publishing continues must not report an older revision.
 	w.rev = max(w.rev, ev.Revision)
-	switch limit := w.f.watcherBytes; {
+	switch limit := f.watcherBytes; {
 	case len(w.queue) >= w.max:
 		w.failSlowLocked("")
 		return false
@@ -374,14 +374,14 @@ func (w *Watcher) pushLocked(ev *Event, size int) bool {
 	}
 	w.queue = append(w.queue, *ev)
 	w.queueBytes += size
-	w.f.queued.Add(int64(size))
+	f.queued.Add(int64(size))
 	w.signal()
 	return true
 }
 
-// failSlow ends the watcher as too slow, for having passed the bound
-// exceeded describes; f.mu held.
-func (w *Watcher) failSlow(exceeded string) {
+// failSlowLocked ends w as too slow, for having passed the bound exceeded
+// describes; f.mu held (w.mu is taken).
+func (f *feed) failSlowLocked(w *Watcher, exceeded string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.failSlowLocked(exceeded)
@@ -394,21 +394,21 @@ func (w *Watcher) failSlowLocked(exceeded string) {
 		w.err = &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max, Exceeded: exceeded}
 	}
 	w.queue = nil
-	w.dropQueueBytes()
-	w.dropHeldBytes()
+	w.dropQueueBytesLocked()
+	w.dropHeldBytesLocked()
 	w.signal()
 }
 
-// dropQueueBytes uncounts the queue's bytes (it was taken or dropped);
+// dropQueueBytesLocked uncounts the queue's bytes (it was taken or dropped);
 // w.mu held.
-func (w *Watcher) dropQueueBytes() {
+func (w *Watcher) dropQueueBytesLocked() {
 	w.f.queued.Add(-int64(w.queueBytes))
 	w.queueBytes = 0
 }
 
-// dropHeldBytes uncounts what the filter holds (the watcher ended); w.mu
+// dropHeldBytesLocked uncounts what the filter holds (the watcher ended); w.mu
 // held.
-func (w *Watcher) dropHeldBytes() {
+func (w *Watcher) dropHeldBytesLocked() {
 	w.f.queued.Add(-int64(w.heldBytes))
 	w.heldBytes = 0
 }
@@ -421,14 +421,16 @@ func (w *Watcher) pendingBytes() int {
 	return w.queueBytes + w.heldBytes
 }
 
-// advanceLocked records that everything up to rev was seen; f.mu held.
-func (w *Watcher) advanceLocked(rev uint64) {
+// advanceLocked records that w has seen everything up to rev; f.mu held
+// (w.mu is taken).
+func (f *feed) advanceLocked(w *Watcher, rev uint64) {
 	w.mu.Lock()
 	w.rev = max(w.rev, rev)
 	w.mu.Unlock()
 }
 
-func (w *Watcher) failLocked(err error) {
+// failLocked ends w with err; f.mu held (w.mu is taken).
+func (f *feed) failLocked(w *Watcher, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -482,8 +484,8 @@ func (w *Watcher) Close() {
 		w.err = ErrClosed
 	}
 	w.queue = nil
-	w.dropQueueBytes()
-	w.dropHeldBytes()
+	w.dropQueueBytesLocked()
+	w.dropHeldBytesLocked()
 	w.mu.Unlock()
 	w.snapshot = slices.Delete(w.snapshot, 0, len(w.snapshot))
 }

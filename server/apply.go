@@ -2,10 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,54 +18,36 @@ import (
 
 // ApplyTargets makes one owner's set the desired list the client streams;
 // see the proto for the contract. Nothing is applied before the client
-// closes its side: a stream that breaks first changes nothing. In
-// cluster mode the updates and prunes of targets another replica probes
-// are forwarded to it (UpdateTarget, DeleteTarget, as the caller), after
-// this replica's own writes.
+// closes its side: a stream that breaks first changes nothing. Each
+// message is checked as it arrives (receiveSet): a caller who may write
+// no target at all is refused before its first message is read, one
+// that names a target it may not write or an invalid one at that
+// message, and the set is bounded in bytes, in time and in calls open
+// per identity. In cluster mode the updates and prunes of targets
+// another replica probes are forwarded to it (UpdateTarget,
+// DeleteTarget, as the caller), the updates beside this replica's own
+// writes, the prunes after them.
 func (s *Server) ApplyTargets(stream grpc.ClientStreamingServer[probev1.ApplyTargetsRequest, probev1.ApplyTargetsResponse]) error {
 	ctx := stream.Context()
-	set, err := s.receiveSet(stream)
+	if !s.allowedAny(ctx, VerbWrite) {
+		return status.Error(codes.PermissionDenied, fmt.Sprintf("%q may not write any target (--authz-policy): ApplyTargets refused", engine.ClientFrom(ctx)))
+	}
+	release, err := s.applies.take(engine.ClientFrom(ctx), s.opts.MaxAppliesPerClient)
 	if err != nil {
 		return err
 	}
-	if err := s.authorizeSet(ctx, &set); err != nil {
+	defer release()
+	set, err := s.receiveSet(ctx, stream)
+	if err != nil {
 		return err
 	}
+	s.limitPruning(ctx, &set)
+	set.Forward = setForwarder{s}
 	res, err := s.engine.Apply(ctx, set)
 	if err != nil {
 		return s.toStatus(err)
 	}
-	s.forwardSet(ctx, res)
 	return stream.SendAndClose(fromApplyResult(res))
-}
-
-// receiveSet reads the whole stream: the set of its first message, and
-// the targets of every message.
-func (s *Server) receiveSet(stream grpc.ClientStreamingServer[probev1.ApplyTargetsRequest, probev1.ApplyTargetsResponse]) (engine.ApplySet, error) {
-	var set engine.ApplySet
-	for n := 0; ; n++ {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			if n == 0 {
-				return set, status.Error(codes.InvalidArgument, "ApplyTargets: the stream ended before its first message (owner is required)")
-			}
-			return set, nil
-		}
-		if err != nil {
-			return set, err // cancelled or broken: nothing is applied
-		}
-		if n == 0 {
-			set.Owner, set.Selector, set.DryRun = req.GetOwner(), maps.Clone(req.GetSelector()), req.GetDryRun()
-		} else if fe := sameHeader(set, req); fe != nil {
-			return set, s.toStatus(field.List{fe}.Err())
-		}
-		if len(set.Targets)+len(req.GetTargets()) > engine.MaxApplyTargets {
-			return set, s.toStatus(field.List{field.Invalid(field.NewPath("targets"), len(set.Targets)+len(req.GetTargets()), fmt.Sprintf("at most %d targets in one set", engine.MaxApplyTargets))}.Err())
-		}
-		for _, t := range req.GetTargets() {
-			set.Targets = append(set.Targets, toSpec(t))
-		}
-	}
 }
 
 // sameHeader checks that a later message leaves owner, selector and
@@ -87,40 +68,82 @@ func sameHeader(set engine.ApplySet, req *probev1.ApplyTargetsRequest) *field.Er
 // ApplyTargets while the target's shard changes hands (Unavailable).
 const forwardAttempts = 3
 
-// forwardSet sends the updates and prunes of targets other replicas
-// probe to them, retrying while a shard changes hands; one that fails
-// becomes a conflict of the result (the next apply retries it).
-func (s *Server) forwardSet(ctx context.Context, res *engine.ApplyResult) {
-	for _, spec := range res.ForwardUpdates {
+// forwardsInFlight bounds the calls an apply forwards at once.
+const forwardsInFlight = 16
+
+// setForwarder forwards an apply's updates and prunes of targets other
+// replicas probe to them (engine.ApplyForwarder), retrying while a shard
+// changes hands, forwardsInFlight at a time; one that fails becomes a
+// conflict of the result (the next apply retries it).
+type setForwarder struct{ s *Server }
+
+func (f setForwarder) Update(ctx context.Context, specs []*target.Spec) []engine.ApplyConflict {
+	failed := make([]*engine.ApplyConflict, len(specs))
+	forEach(len(specs), func(i int) {
+		spec := specs[i]
 		req := &probev1.UpdateTargetRequest{Target: fromSpec(spec)}
-		err := forwardRetrying(ctx, s, spec.Name, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
-			return c.UpdateTarget(ctx, req)
+		err := forwardRetrying(ctx, f.s, spec.Name, func(ctx context.Context) (*engine.Target, error) {
+			return f.s.engine.Update(ctx, spec)
+		}, func(ctx context.Context, c probev1.ProbeServiceClient) (*engine.Target, error) {
+			_, err := c.UpdateTarget(ctx, req)
+			return nil, err
 		})
 		if err != nil {
-			res.Updated = remove(res.Updated, spec.Name)
-			res.Conflicts = append(res.Conflicts, engine.ApplyConflict{Name: spec.Name, Message: "not updated: " + status.Convert(err).Message()})
+			failed[i] = &engine.ApplyConflict{Name: spec.Name, Message: "not updated: " + status.Convert(err).Message()}
+		}
+	})
+	var out []engine.ApplyConflict
+	for _, c := range failed {
+		if c != nil {
+			out = append(out, *c)
 		}
 	}
-	for _, name := range res.ForwardDeletes {
-		req := &probev1.DeleteTargetRequest{Name: name}
-		err := forwardRetrying(ctx, s, name, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
-			return c.DeleteTarget(ctx, req)
-		})
-		if err != nil && status.Code(err) != codes.NotFound {
-			res.Deleted = remove(res.Deleted, name)
-		}
-	}
-	if len(res.ForwardUpdates)+len(res.ForwardDeletes) > 0 {
-		res.Revision = max(res.Revision, s.engine.Revision())
-	}
+	return out
 }
 
-// forwardRetrying forwards call to the owner of name, again after the
-// delay the owner-less answer asks for, up to forwardAttempts times.
-func forwardRetrying[R any](ctx context.Context, s *Server, name string, call func(context.Context, probev1.ProbeServiceClient) (R, error)) error {
+func (f setForwarder) Delete(ctx context.Context, names []string) []string {
+	deleted := make([]bool, len(names))
+	forEach(len(names), func(i int) {
+		req := &probev1.DeleteTargetRequest{Name: names[i]}
+		err := forwardRetrying(ctx, f.s, names[i], func(ctx context.Context) (*engine.Target, error) {
+			return f.s.engine.Delete(ctx, names[i])
+		}, func(ctx context.Context, c probev1.ProbeServiceClient) (*engine.Target, error) {
+			_, err := c.DeleteTarget(ctx, req)
+			return nil, err
+		})
+		deleted[i] = err == nil || status.Code(err) == codes.NotFound
+	})
+	var out []string
+	for i, ok := range deleted {
+		if ok {
+			out = append(out, names[i])
+		}
+	}
+	return out
+}
+
+// forEach calls do(i) for i in [0, n), forwardsInFlight at a time, and
+// returns once every call has.
+func forEach(n int, do func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forwardsInFlight)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			do(i)
+		})
+	}
+	wg.Wait()
+}
+
+// forwardRetrying forwards remote to the owner of name (local runs when
+// that is this replica, forward), again after the delay the owner-less
+// answer asks for, up to forwardAttempts times.
+func forwardRetrying[R any](ctx context.Context, s *Server, name string, local func(context.Context) (R, error), remote func(context.Context, probev1.ProbeServiceClient) (R, error)) error {
 	var err error
 	for range forwardAttempts {
-		_, err = forward(ctx, s, name, &engine.NotOwnedError{Name: name}, call)
+		_, err = forward(ctx, s, name, &engine.NotOwnedError{Name: name}, local, remote)
 		if status.Code(err) != codes.Unavailable {
 			return err
 		}
@@ -131,16 +154,6 @@ func forwardRetrying[R any](ctx context.Context, s *Server, name string, call fu
 		}
 	}
 	return err
-}
-
-func remove(names []string, name string) []string {
-	out := names[:0]
-	for _, n := range names {
-		if n != name {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 func fromApplyResult(res *engine.ApplyResult) *probev1.ApplyTargetsResponse {

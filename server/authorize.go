@@ -9,9 +9,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/probed/probed/engine"
+	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
-// Verbs of the authorization policy: what a call does to a target.
+// Verbs of the authorization policy: what a call does to a target. A
+// response carries a target's spec and status, or a probe's outcome,
+// only to a caller who may also read the target (shown); ListReplicas
+// needs one of the three on some name.
 const (
 	VerbRead    = "read"    // GetTarget, ListTargets, Watch
 	VerbWrite   = "write"   // CreateTarget, UpdateTarget, DeleteTarget, ApplyTargets
@@ -24,6 +28,8 @@ const (
 type Authorizer interface {
 	// Allowed reports whether identity may do verb to the target name.
 	Allowed(identity, verb, name string) bool
+	// AllowedAny reports whether identity may do verb to some name.
+	AllowedAny(identity, verb string) bool
 	// Grants describes what identity may do: equal descriptions, equal
 	// access.
 	Grants(identity string) string
@@ -48,6 +54,26 @@ func (s *Server) authorize(ctx context.Context, verb, name string) error {
 	return status.Error(codes.PermissionDenied, fmt.Sprintf("%q may not %s target %q (--authz-policy)", engine.ClientFrom(ctx), verb, name))
 }
 
+// allowedAny reports whether the caller of ctx may do verb to some name.
+func (s *Server) allowedAny(ctx context.Context, verb string) bool {
+	if s.opts.Authorizer == nil {
+		return true
+	}
+	return s.opts.Authorizer.AllowedAny(engine.ClientFrom(ctx), verb)
+}
+
+// shown is t as the response to the caller of ctx carries it: whole when
+// the caller may read it; else its name and the revision of its last
+// event, so that a caller allowed to write or operate but not to read
+// learns that its call took effect, and when, but nothing of the spec
+// (whose HTTP headers may hold credentials) or of the probes' results.
+func (s *Server) shown(ctx context.Context, t *engine.Target) *probev1.Target {
+	if s.allowed(ctx, VerbRead, t.Spec.Name) {
+		return s.target(t)
+	}
+	return &probev1.Target{Name: t.Spec.Name, Status: &probev1.TargetStatus{Revision: t.Status.Revision}}
+}
+
 // visible is the engine's read filter of the caller of ctx (nil: all).
 func (s *Server) visible(ctx context.Context) func(name string) bool {
 	if s.opts.Authorizer == nil {
@@ -57,20 +83,14 @@ func (s *Server) visible(ctx context.Context) func(name string) bool {
 	return func(name string) bool { return a.Allowed(id, VerbRead, name) }
 }
 
-// authorizeSet checks that the caller may write every desired target of
-// set, and limits its pruning to the targets the caller may write.
-func (s *Server) authorizeSet(ctx context.Context, set *engine.ApplySet) error {
+// limitPruning limits the pruning of set to the targets the caller of
+// ctx may write (its desired targets were authorized as they arrived).
+func (s *Server) limitPruning(ctx context.Context, set *engine.ApplySet) {
 	if s.opts.Authorizer == nil {
-		return nil
-	}
-	for _, t := range set.Targets {
-		if err := s.authorize(ctx, VerbWrite, t.Name); err != nil {
-			return err
-		}
+		return
 	}
 	id, a := engine.ClientFrom(ctx), s.opts.Authorizer
 	set.Writable = func(name string) bool { return a.Allowed(id, VerbWrite, name) }
-	return nil
 }
 
 // errAccessChanged ends a Watch stream whose caller's access changed.

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -160,12 +162,15 @@ var (
 	}
 )
 
-// fromTarget converts a target with its status.
+// fromTarget converts a target with its status. The result shares what
+// the engine never modifies (the spec's label map) and the effective
+// timings of sharedEffectives: it is only to be encoded (gRPC, protojson),
+// never modified.
 func fromTarget(t *engine.Target) *probev1.Target {
 	s := t.Spec
 	out := &probev1.Target{
 		Name:                          s.Name,
-		Labels:                        maps.Clone(s.Labels),
+		Labels:                        s.Labels,
 		StartupProbe:                  fromProbe(s.StartupProbe),
 		LivenessProbe:                 fromProbe(s.LivenessProbe),
 		ReadinessProbe:                fromProbe(s.ReadinessProbe),
@@ -271,7 +276,7 @@ func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStat
 	}
 	return &probev1.ProbeStatus{
 		Result:               toAPI(results, p.Result),
-		Effective:            fromEffective(effective(p, spec)),
+		Effective:            effectives.of(effective(p, spec)),
 		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
 		ConsecutiveFailures:  p.ConsecutiveFailures,
 		HasInitialized:       p.HasInitialized,
@@ -290,6 +295,45 @@ func effective(p *engine.ProbeStatus, spec *probe.Spec) probe.Effective {
 		return p.Effective
 	}
 	return spec.Effective()
+}
+
+// effectives shares the API form of effective timings among the targets
+// that have the same: a server returns few distinct ones (one per timing
+// of the specs, with the server's floors), and converting one is five
+// messages.
+var effectives = sharedEffectives{m: make(map[probe.Effective]*probev1.Effective)}
+
+// maxSharedEffectives bounds the timings sharedEffectives keeps; beyond
+// it, a conversion makes its own message.
+const maxSharedEffectives = 4096
+
+// sharedEffectives maps effective timings to shared, never modified
+// messages. Responses that hold one may be encoded at once: protobuf-go
+// only reads a message to encode it, but for its size cache, which it
+// writes atomically.
+type sharedEffectives struct {
+	mu sync.RWMutex
+	m  map[probe.Effective]*probev1.Effective // guarded by mu
+}
+
+// of returns the message of e, shared when it can be.
+func (s *sharedEffectives) of(e probe.Effective) *probev1.Effective {
+	s.mu.RLock()
+	m, ok := s.m[e]
+	s.mu.RUnlock()
+	if ok {
+		return m
+	}
+	m = fromEffective(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.m[e]; ok {
+		return shared
+	}
+	if len(s.m) < maxSharedEffectives {
+		s.m[e] = m
+	}
+	return m
 }
 
 func fromEffective(e probe.Effective) *probev1.Effective {
@@ -355,6 +399,17 @@ func copyPtr[T any](p *T) *T {
 	return &v
 }
 
+// listPage returns the targets of the ListTargets page o selects,
+// converted as target converts each, and whether more follow: the engine
+// lends each target in turn (ListEach) instead of making a Target of each.
+func (s *Server) listPage(ctx context.Context, o engine.ListOptions) ([]*probev1.Target, bool, error) {
+	out := make([]*probev1.Target, 0, o.Limit)
+	more, err := s.engine.ListEach(ctx, o, func(t *engine.Target) { out = append(out, s.target(t)) })
+	return out, more, err
+}
+
+// listOptions are the engine's options of a ListTargets page; the API
+// has no recent runs (Recent) to fill.
 func listOptions(after string, limit int, selector map[string]string) engine.ListOptions {
-	return engine.ListOptions{After: after, Limit: limit, Selector: selector}
+	return engine.ListOptions{After: after, Limit: limit, Selector: selector, WithoutRecent: true}
 }

@@ -77,6 +77,10 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, engine.ErrResourceExhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, engine.ErrAborted):
+		// An apply whose lock this replica lost (its lease expired):
+		// another replica finishes it; the call may be made again.
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
 	case errors.Is(err, engine.ErrUnavailable):

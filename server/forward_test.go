@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/server"
@@ -54,16 +55,10 @@ func TestCallsReachTheOwner(t *testing.T) {
 	if err != nil || deleted.GetTarget().GetStatus().GetPhase() != probev1.Phase_PHASE_TERMINATING {
 		t.Fatalf("DeleteTarget = %v, %v; want terminating", deleted.GetTarget(), err)
 	}
-	for {
+	poll.Until(t, "the deleted target gone from replica 0", 20*time.Second, func() bool {
 		_, err := r0.GetTarget(ctx, &probev1.GetTargetRequest{Name: "r1-web"})
-		if status.Code(err) == codes.NotFound {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the deleted target is still on replica 0: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return status.Code(err) == codes.NotFound
+	})
 }
 
 // TestForwardedOnce: a forwarded call that finds the target owned
@@ -78,24 +73,43 @@ func TestForwardedOnce(t *testing.T) {
 	}
 	// As if replica 0 had forwarded it to replica 1, which does not own it.
 	fwd := metadata.AppendToOutgoingContext(ctx, server.MetadataForwardedBy, "r0")
-	for {
+	var st *status.Status
+	poll.Until(t, "r0-web in replica 1's view", 20*time.Second, func() bool {
 		_, err := api(rs.Servers[1]).ResetTarget(fwd, &probev1.ResetTargetRequest{Name: "r0-web"})
-		st := status.Convert(err)
-		if st.Code() == codes.NotFound && ctx.Err() == nil { // replica 1 has not seen it yet
-			time.Sleep(10 * time.Millisecond)
-			continue
+		st = status.Convert(err)
+		return st.Code() != codes.NotFound
+	})
+	if st.Code() != codes.Unavailable {
+		t.Fatalf("second hop = %v, want Unavailable", st.Err())
+	}
+	var retry bool
+	for _, d := range st.Details() {
+		_, ok := d.(*errdetails.RetryInfo)
+		retry = retry || ok
+	}
+	if !retry {
+		t.Errorf("Unavailable without a RetryInfo: %v", st.Details())
+	}
+}
+
+// TestCallRunsWhereItsShardWasJustClaimed: a call that reaches the
+// replica which has just claimed the target's shard — its view of the
+// cluster has the claim, its engine has not applied it yet — runs there
+// once the engine has, instead of failing as ownerless. Each round moves
+// the shard and calls the new owner at once, so that some calls find the
+// engine behind.
+func TestCallRunsWhereItsShardWasJustClaimed(t *testing.T) {
+	rs := probedtest.StartReplicas(t, 2, probedtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := api(rs.Servers[1]).CreateTarget(ctx, &probev1.CreateTargetRequest{Target: &probev1.Target{Name: "r1-web"}}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 40 {
+		to := round % 2
+		rs.Move(1, to)
+		if _, err := api(rs.Servers[to]).ResetTarget(ctx, &probev1.ResetTargetRequest{Name: "r1-web"}); err != nil {
+			t.Fatalf("round %d: ResetTarget on replica %d right after it claimed the shard = %v, want it run there", round, to, err)
 		}
-		if st.Code() != codes.Unavailable {
-			t.Fatalf("second hop = %v, want Unavailable", err)
-		}
-		var retry bool
-		for _, d := range st.Details() {
-			_, ok := d.(*errdetails.RetryInfo)
-			retry = retry || ok
-		}
-		if !retry {
-			t.Errorf("Unavailable without a RetryInfo: %v", st.Details())
-		}
-		return
 	}
 }

@@ -3,9 +3,12 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/probed/probed/engine"
@@ -32,8 +35,13 @@ type Replica struct {
 }
 
 // ListReplicas returns the replicas of the cluster; a single probed is
-// one replica owning every target.
-func (s *Server) ListReplicas(context.Context, *probev1.ListReplicasRequest) (*probev1.ListReplicasResponse, error) {
+// one replica owning every target. Under a policy the caller needs read,
+// write or operate on some name (an identity granted only metrics gets
+// nothing of the API).
+func (s *Server) ListReplicas(ctx context.Context, _ *probev1.ListReplicasRequest) (*probev1.ListReplicasResponse, error) {
+	if !s.allowedAny(ctx, VerbRead) && !s.allowedAny(ctx, VerbWrite) && !s.allowedAny(ctx, VerbOperate) {
+		return nil, status.Error(codes.PermissionDenied, fmt.Sprintf("%q may not list replicas: --authz-policy grants it no read, write or operate", engine.ClientFrom(ctx)))
+	}
 	resp := &probev1.ListReplicasResponse{Self: s.opts.ReplicaID}
 	if s.opts.Replicas == nil {
 		resp.Replicas = []*probev1.Replica{{Id: s.opts.ReplicaID, Address: s.opts.Addr}}

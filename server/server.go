@@ -1,9 +1,11 @@
 // Package server is probed's gRPC adapter: it converts between the API
 // (probe.v1) and the engine, and maps domain errors to gRPC status codes
-// in one place (errors.go). It holds no state of its own.
+// in one place (errors.go). Its only state is the count of ApplyTargets
+// calls each identity has open (applyslots.go).
 package server
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -39,6 +41,23 @@ type Options struct {
 	// Authorizer, when set, limits each caller to the targets it may read,
 	// write and operate (authorize.go); nil allows everything.
 	Authorizer Authorizer
+	// Limiter, when set, is the per-identity rate limit the interceptors
+	// take a token of per call (auth.Limiter): an ApplyTargets set takes
+	// one more per ApplyTargetsPerToken targets beyond the first ones.
+	Limiter Limiter
+
+	// Bounds of ApplyTargets (applyset.go); 0 means the default.
+	MaxApplyBytes       int           // DefaultMaxApplyBytes
+	MaxAppliesPerClient int           // DefaultMaxAppliesPerClient
+	ApplyIdleTimeout    time.Duration // DefaultApplyIdleTimeout
+	ApplyTimeout        time.Duration // DefaultApplyTimeout
+}
+
+// A Limiter is a per-identity rate limit (auth.Limiter).
+type Limiter interface {
+	// Reserve takes a token of identity's bucket, now or the next to come:
+	// it returns how long until then, and cancel, which gives it back.
+	Reserve(identity string) (wait time.Duration, cancel func())
 }
 
 // Observer receives what the server does, for metrics.
@@ -53,8 +72,9 @@ type Observer interface {
 // Server implements probe.v1.ProbeService over an engine.
 type Server struct {
 	probev1.UnimplementedProbeServiceServer
-	engine *engine.Engine
-	opts   Options
+	engine  *engine.Engine
+	opts    Options
+	applies applySlots
 }
 
 // New returns a server for e.
@@ -71,7 +91,11 @@ func New(e *engine.Engine, opts Options) *Server {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Server{engine: e, opts: opts}
+	opts.MaxApplyBytes = cmp.Or(opts.MaxApplyBytes, DefaultMaxApplyBytes)
+	opts.MaxAppliesPerClient = cmp.Or(opts.MaxAppliesPerClient, DefaultMaxAppliesPerClient)
+	opts.ApplyIdleTimeout = cmp.Or(opts.ApplyIdleTimeout, DefaultApplyIdleTimeout)
+	opts.ApplyTimeout = cmp.Or(opts.ApplyTimeout, DefaultApplyTimeout)
+	return &Server{engine: e, opts: opts, applies: applySlots{open: make(map[string]int)}}
 }
 
 // Register registers the ProbeService on g.

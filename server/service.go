@@ -31,7 +31,7 @@ func (s *Server) CreateTarget(ctx context.Context, req *probev1.CreateTargetRequ
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &probev1.CreateTargetResponse{Target: s.target(t)}, nil
+	return &probev1.CreateTargetResponse{Target: s.shown(ctx, t)}, nil
 }
 
 // GetTarget returns one target.
@@ -73,14 +73,11 @@ func (s *Server) ListTargets(ctx context.Context, req *probev1.ListTargetsReques
 	}
 	opts := listOptions(after, size, req.GetLabelSelector())
 	opts.Namespace, opts.Visible = req.GetNamespace(), s.visible(ctx)
-	ts, more, err := s.engine.List(ctx, opts)
+	targets, more, err := s.listPage(ctx, opts)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	resp := &probev1.ListTargetsResponse{Targets: make([]*probev1.Target, len(ts))}
-	for i, t := range ts {
-		resp.Targets[i] = s.target(t)
-	}
+	resp := &probev1.ListTargetsResponse{Targets: targets}
 	// A page of large targets is cut by bytes; the rest comes next.
 	if n := fitPage(resp.Targets); n < len(resp.Targets) {
 		resp.Targets, more = resp.Targets[:n], true
@@ -99,13 +96,16 @@ func (s *Server) UpdateTarget(ctx context.Context, req *probev1.UpdateTargetRequ
 	if err := s.authorize(ctx, VerbWrite, req.GetTarget().GetName()); err != nil {
 		return nil, err
 	}
-	t, err := s.engine.Update(ctx, toSpec(req.GetTarget()))
-	if err != nil {
-		return forward(ctx, s, req.GetTarget().GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
-			return c.UpdateTarget(ctx, req)
-		})
-	}
-	return &probev1.UpdateTargetResponse{Target: s.target(t)}, nil
+	spec := toSpec(req.GetTarget())
+	return owned(ctx, s, spec.Name, func(ctx context.Context) (*probev1.UpdateTargetResponse, error) {
+		t, err := s.engine.Update(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		return &probev1.UpdateTargetResponse{Target: s.shown(ctx, t)}, nil
+	}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.UpdateTargetResponse, error) {
+		return c.UpdateTarget(ctx, req)
+	})
 }
 
 // DeleteTarget starts the graceful removal of a target, or shortens it.
@@ -124,16 +124,20 @@ func (s *Server) DeleteTarget(ctx context.Context, req *probev1.DeleteTargetRequ
 	if err := s.authorize(ctx, VerbWrite, req.GetName()); err != nil {
 		return nil, err
 	}
-	t, err := s.engine.Delete(ctx, req.GetName(), opts...)
-	if err != nil {
-		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
-			return c.DeleteTarget(ctx, req)
-		})
-	}
-	return &probev1.DeleteTargetResponse{Target: s.target(t)}, nil
+	return owned(ctx, s, req.GetName(), func(ctx context.Context) (*probev1.DeleteTargetResponse, error) {
+		t, err := s.engine.Delete(ctx, req.GetName(), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &probev1.DeleteTargetResponse{Target: s.shown(ctx, t)}, nil
+	}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.DeleteTargetResponse, error) {
+		return c.DeleteTarget(ctx, req)
+	})
 }
 
-// TriggerProbe runs one probe now.
+// TriggerProbe runs one probe now; its outcome and the probe's status
+// reach a caller who may read the target, an empty response one who may
+// only operate it.
 func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequest) (*probev1.TriggerProbeResponse, error) {
 	errs := nameErrors(req.GetName())
 	typ, ok := toDomain(probeTypes, req.GetProbeType())
@@ -147,18 +151,25 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
 		return nil, err
 	}
-	at := s.opts.Clock.Now()
-	out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
-	if err != nil {
-		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.TriggerProbeResponse, error) {
-			return c.TriggerProbe(ctx, req)
-		})
-	}
-	p := &t.Status.Probes[typ]
-	return &probev1.TriggerProbeResponse{
-		Outcome: fromOutcome(out, at),
-		Status:  fromProbeStatus(p, t.Spec.Probe(typ)),
-	}, nil
+	return owned(ctx, s, req.GetName(), func(ctx context.Context) (*probev1.TriggerProbeResponse, error) {
+		at := s.opts.Clock.Now()
+		out, t, err := s.engine.Trigger(ctx, req.GetName(), typ)
+		if err != nil {
+			return nil, err
+		}
+		if !s.allowed(ctx, VerbRead, req.GetName()) {
+			// The probe ran; its outcome and status are the target's to
+			// read.
+			return &probev1.TriggerProbeResponse{}, nil
+		}
+		p := &t.Status.Probes[typ]
+		return &probev1.TriggerProbeResponse{
+			Outcome: fromOutcome(out, at),
+			Status:  fromProbeStatus(p, t.Spec.Probe(typ)),
+		}, nil
+	}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.TriggerProbeResponse, error) {
+		return c.TriggerProbe(ctx, req)
+	})
 }
 
 // ResetTarget returns a target's probes to their initial state.
@@ -169,13 +180,15 @@ func (s *Server) ResetTarget(ctx context.Context, req *probev1.ResetTargetReques
 	if err := s.authorize(ctx, VerbOperate, req.GetName()); err != nil {
 		return nil, err
 	}
-	t, err := s.engine.Reset(ctx, req.GetName())
-	if err != nil {
-		return forward(ctx, s, req.GetName(), err, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.ResetTargetResponse, error) {
-			return c.ResetTarget(ctx, req)
-		})
-	}
-	return &probev1.ResetTargetResponse{Target: s.target(t)}, nil
+	return owned(ctx, s, req.GetName(), func(ctx context.Context) (*probev1.ResetTargetResponse, error) {
+		t, err := s.engine.Reset(ctx, req.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return &probev1.ResetTargetResponse{Target: s.shown(ctx, t)}, nil
+	}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.ResetTargetResponse, error) {
+		return c.ResetTarget(ctx, req)
+	})
 }
 
 func nameErrors(name string) field.List {

@@ -305,9 +305,7 @@ func TestWatchProgressNotifyAndCompaction(t *testing.T) {
 	// Wait until the server's Watch is waiting on its progress timer.
 	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer bcancel()
-	for s.Engine.Stats().Watchers == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, "the server's Watch registered", 10*time.Second, func() bool { return s.Engine.Stats().Watchers > 0 })
 	if err := clock.BlockUntilContext(bctx, 4); err != nil { // wheel, compaction ticker, pool resize ticker, progress timer
 		t.Fatal(err)
 	}

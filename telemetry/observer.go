@@ -6,7 +6,6 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
-	"github.com/probed/probed/server"
 )
 
 // engineObserver is the engine.Observer of a Telemetry: metrics, then the
@@ -53,17 +52,19 @@ func (o *engineObserver) Committed(_ int, took time.Duration) { o.metrics.commit
 // WatcherEvicted counts the eviction.
 func (o *engineObserver) WatcherEvicted() { o.metrics.watcherEvicted() }
 
-// serverObserver is the server.Observer of a Telemetry.
-type serverObserver struct{ metrics *probeMetrics }
-
-var _ server.Observer = serverObserver{}
+// WatchObserver counts the events a gRPC server sends on its Watch
+// streams; it is what the server package calls an Observer. Telemetry's
+// ServerObserver makes it; the zero value is not usable. (telemetry does
+// not import server: cmd/probed, which passes one to the other, is where
+// the types must agree.)
+type WatchObserver struct{ metrics *probeMetrics }
 
 // WatchStarted does nothing: MetricWatchers is the engine's count, which
 // includes the streams.
-func (serverObserver) WatchStarted() {}
+func (WatchObserver) WatchStarted() {}
 
 // WatchEnded does nothing, as WatchStarted.
-func (serverObserver) WatchEnded() {}
+func (WatchObserver) WatchEnded() {}
 
 // EventsSent counts the events sent.
-func (o serverObserver) EventsSent(n int) { o.metrics.eventsSentN(n) }
+func (o WatchObserver) EventsSent(n int) { o.metrics.eventsSentN(n) }

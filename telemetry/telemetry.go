@@ -44,7 +44,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/probed/probed/engine"
-	"github.com/probed/probed/server"
 )
 
 // ScopeName is the instrumentation scope of probed's own metrics and
@@ -115,6 +114,7 @@ type Telemetry struct {
 
 	metrics  *probeMetrics
 	stats    *statsMetrics
+	calls    *callMetrics // nil when otelgrpc instruments the server (spans)
 	observer *engineObserver
 
 	mu          sync.Mutex
@@ -240,6 +240,12 @@ func New(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 		t.instrument = true
 	}
 
+	if t.sdkTracers == nil && !strings.Contains(os.Getenv("OTEL_SEMCONV_STABILITY_OPT_IN"), "rpc/") {
+		if t.calls, err = newCallMetrics(t.meters); err != nil {
+			return nil, err
+		}
+	}
+
 	t.observer = &engineObserver{
 		metrics: t.metrics,
 		log:     newEventLog(cfg.Logger, cfg.Clock, cfg.RepeatInterval, DefaultMaxRepeats),
@@ -270,14 +276,23 @@ func otlpWanted(getenv func(string) string) (metrics, traces bool, err error) {
 // spans and the logs.
 func (t *Telemetry) Observer() engine.Observer { return t.observer }
 
-// ServerObserver returns the server.Observer that counts Watch events.
-func (t *Telemetry) ServerObserver() server.Observer { return serverObserver{t.metrics} }
+// ServerObserver returns what counts the events a gRPC server sends on
+// its Watch streams: the server's Observer (server.Options.Observer).
+func (t *Telemetry) ServerObserver() WatchObserver { return WatchObserver{t.metrics} }
 
-// GRPCServerOptions instrument a gRPC server: a span and the rpc.server
-// metrics per call (otelgrpc). None when nothing collects them.
+// GRPCServerOptions instrument a gRPC server: the rpc.server metrics per
+// call and, when spans are made, a span per call (otelgrpc). None when
+// nothing collects them. Without spans (and without an
+// OTEL_SEMCONV_STABILITY_OPT_IN asking otelgrpc for the older
+// conventions) the metrics come from callMetrics, otelgrpc's series for a
+// fraction of its cost: pass these options first, so that a call refused
+// by authentication is counted too.
 func (t *Telemetry) GRPCServerOptions() []grpc.ServerOption {
 	if !t.instrument {
 		return nil
+	}
+	if t.calls != nil {
+		return t.calls.serverOptions()
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(t.tracers),

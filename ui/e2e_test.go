@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +28,6 @@ import (
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/ciskip"
 	"github.com/probed/probed/internal/probedproc"
-	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
@@ -176,7 +174,7 @@ func backendHandler(start time.Time) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(time.Duration(5+rand.IntN(55)) * time.Millisecond)
+		time.Sleep(time.Duration(5+rand.IntN(55)) * time.Millisecond) // a slow target, in real time: the page shows the latency
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/flaky", func(w http.ResponseWriter, r *http.Request) {
@@ -257,8 +255,8 @@ type probedProcess struct {
 	t            *testing.T
 	bin, dataDir string
 	addr, uiAddr string
-	child        *procs.Child // nil when not running
-	log          *logLines
+	proc         *probedproc.Process // nil when not running
+	last         *probedproc.Process // the latest run, whose log logs returns
 }
 
 // start starts probed and waits until it serves.
@@ -277,55 +275,31 @@ func (p *probedProcess) start(ctx context.Context) {
 	if flags["registrations-per-second"] {
 		args = append(args, "--registrations-per-second", "0") // a thousand creations at once
 	}
-	// "probed serving" comes after the status page serves.
-	serving := probedproc.NewServing()
-	p.log = &logLines{}
-	cmd := exec.CommandContext(ctx, p.bin, args...)
-	cmd.Stdout, cmd.Stderr = p.log, io.MultiWriter(p.log, serving)
-	cmd.WaitDelay = 10 * time.Second
-	if p.child, err = procs.Start(cmd); err != nil {
+	if p.proc, err = probedproc.Start(p.bin, args, probedproc.Options{}); err != nil {
 		p.t.Fatal(err)
 	}
-	select {
-	case <-serving.Done():
-	case <-p.child.Exited():
-		err := p.child.Err()
-		p.child = nil
-		p.t.Fatalf("probed exited: %v\n%s", err, p.log.String())
-	case <-time.After(30 * time.Second):
-		p.stop()
-		p.t.Fatalf("probed did not start serving within 30s:\n%s", p.log.String())
+	p.last = p.proc
+	// "probed serving" comes after the status page serves.
+	if err := p.proc.WaitServing(30 * time.Second); err != nil {
+		p.proc = nil
+		p.t.Fatal(err)
 	}
 }
 
 // stop stops probed gracefully (SIGTERM) and waits for it.
 func (p *probedProcess) stop() {
-	if p.child == nil {
+	if p.proc == nil {
 		return
 	}
-	if err := p.child.Stop(time.Minute); err != nil {
-		p.t.Errorf("probed: %v\n%s", err, p.log.String())
+	if err := p.proc.Stop(time.Minute); err != nil {
+		p.t.Errorf("probed: %v\n%s", err, p.proc.Log())
 	}
-	p.child = nil
+	p.proc = nil
 }
 
-func (p *probedProcess) logs() string { return p.log.String() }
-
-// logLines collects probed's log, written from two goroutines (its stdout
-// and stderr).
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+func (p *probedProcess) logs() string {
+	if p.last == nil {
+		return ""
+	}
+	return p.last.Log()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/internal/poll"
 	storeetcd "github.com/probed/probed/store/etcd"
 )
@@ -30,12 +31,12 @@ import (
 // ownership the stream established, at a revision of the test's choice.
 type gated struct {
 	*storeetcd.Store
-	hold func(pos uint64, changes []*engine.Change, deliver func())
+	hold func(d engine.Delivery, deliver func())
 }
 
-func (g *gated) Follow(ctx context.Context, after uint64, deliver func(uint64, []*engine.Change)) error {
-	return g.Store.Follow(ctx, after, func(pos uint64, changes []*engine.Change) {
-		g.hold(pos, changes, func() { deliver(pos, changes) })
+func (g *gated) Follow(ctx context.Context, after uint64, deliver func(engine.Delivery)) error {
+	return g.Store.Follow(ctx, after, func(d engine.Delivery) {
+		g.hold(d, func() { deliver(d) })
 	})
 }
 
@@ -80,14 +81,14 @@ func (p *probed) of(name string) []probeSeen {
 func startWriter(t *testing.T, etcd *etcdtest.Cluster, prefix string) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: etcd.Client(t), Prefix: prefix, ReplicaID: "w"})
+	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: etcd.Client(t), Prefix: prefix, ReplicaID: "w",
+		Shards: 16, Instance: "no member key names it"})
 	if err != nil {
 		cancel()
 		t.Fatalf("storeetcd.Open: %v", err)
 	}
 	eng, err := engine.Open(ctx, engine.Options{
 		Clock: clockwork.NewRealClock(), Store: store, Checkers: check.New(check.Options{UserAgent: "w"}),
-		Owns: func(string) bool { return false },
 	})
 	if err != nil {
 		cancel()
@@ -156,11 +157,11 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 		checked = make(chan struct{})
 		phase   atomic.Int32 // 0: before the creates, 1: creates delivered, 2: released
 	)
-	hold := func(pos uint64, changes []*engine.Change, deliver func()) {
+	hold := func(d engine.Delivery, deliver func()) {
 		switch phase.Load() {
 		case 0:
 			created := false
-			for _, c := range changes {
+			for _, c := range d.Changes {
 				created = created || c.Event.Kind == engine.KindCreated
 			}
 			if !created {
@@ -173,7 +174,7 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 			})
 			deliver()
 			phase.Store(1)
-			heldAt <- pos
+			heldAt <- d.Pos
 		case 1:
 			<-checked
 			phase.Store(2)
@@ -209,7 +210,10 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 			wg.Wait()
 		})
 	}
-	a := startMemberWith(t, etcd, prefix, "a", func(s *storeetcd.Store) engine.Store { return &gated{Store: s, hold: hold} }, create)
+	a := startMemberWith(t, etcd, prefix, "a", hooks{
+		wrap:      func(s *storeetcd.Store) engine.Store { return &gated{Store: s, hold: hold} },
+		onServing: create,
+	})
 	aRef.Store(a)
 	srv.add(a)
 
@@ -240,12 +244,12 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 	}
 	for _, name := range known {
 		claim := claims[a.b.Cluster().ShardOf(name)]
-		if storeetcd.Position(claim) <= createdAt {
+		if keyspace.Position(claim) <= createdAt {
 			close(checked)
-			t.Fatalf("%s: its shard claimed at %d, before its create at %d: the test's premise does not hold", name, claim, storeetcd.EtcdRevision(createdAt))
+			t.Fatalf("%s: its shard claimed at %d, before its create at %d: the test's premise does not hold", name, claim, keyspace.EtcdRevision(createdAt))
 		}
 		if got, err := a.owns(ctx, name); err != nil || got {
-			t.Errorf("%s: owned by a (%v, err %v) with a's view at %d, short of its shard's claim at %d", name, got, err, storeetcd.EtcdRevision(createdAt), claim)
+			t.Errorf("%s: owned by a (%v, err %v) with a's view at %d, short of its shard's claim at %d", name, got, err, keyspace.EtcdRevision(createdAt), claim)
 		}
 	}
 	close(checked)
@@ -269,8 +273,8 @@ func TestGainedTargetsStartAtTheClaim(t *testing.T) {
 		owner, _ := a.b.Cluster().Owner(name)
 		seen := srv.of(name)
 		first := firstBy(seen, owner.ID)
-		if claim := claims[a.b.Cluster().ShardOf(name)]; seen[first].rev < storeetcd.Position(claim) {
-			t.Errorf("%s: %s's first probe with its view at %d, short of its shard's claim at %d", name, owner.ID, storeetcd.EtcdRevision(seen[first].rev), claim)
+		if claim := claims[a.b.Cluster().ShardOf(name)]; seen[first].rev < keyspace.Position(claim) {
+			t.Errorf("%s: %s's first probe with its view at %d, short of its shard's claim at %d", name, owner.ID, keyspace.EtcdRevision(seen[first].rev), claim)
 		}
 		for _, s := range seen[first:] {
 			if s.by != owner.ID {

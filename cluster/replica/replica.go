@@ -1,8 +1,10 @@
 // Package replica binds a replica's cluster membership (package cluster)
-// to its engine: the shards the replica gains and loses become targets
-// its engine owns and disowns, the loss of its lease suspends the
+// to its engine: a release of shards is announced to the engine before
+// their keys go, the loss of its lease releases everything, suspends the
 // engine's view and its rejoin resumes it, and the lease is renewed only
-// while the engine gets its work done. cmd/probed only wires a Binding
+// while the engine gets its work done. Which shards the engine probes is
+// not the Binding's: the engine's etcd store follows the owner keys in its
+// log (store/etcd Options.Shards). cmd/probed only wires a Binding
 // between the cluster's options, the etcd store and the engine.
 package replica
 
@@ -14,22 +16,18 @@ import (
 	"time"
 
 	"github.com/probed/probed/cluster"
-	"github.com/probed/probed/engine"
-	storeetcd "github.com/probed/probed/store/etcd"
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Engine is what membership asks of the replica's engine
-// (*engine.Engine); its revisions are the etcd store's (storeetcd.Position).
+// (*engine.Engine); its revisions are the etcd store's (keyspace.Position).
 type Engine interface {
 	// Sync waits until the view has caught up with revision rev.
 	Sync(ctx context.Context, rev uint64) error
-	// Own and Disown start and stop probing the named targets; Drop
-	// stops without waiting.
-	Own(ctx context.Context, names ...string) error
-	Disown(ctx context.Context, names ...string) error
-	Drop(names ...string)
-	// Names lists the registered targets match accepts.
-	Names(match func(name string) bool) []string
+	// Release stops probing the targets of shards, once their runs ended
+	// and their writes are durable; Keep ends a Release.
+	Release(ctx context.Context, shards []int) error
+	Keep(shards []int)
 	// Stalled is an error when the engine's writes or its view do not
 	// progress within bound (known: a revision the view should reach).
 	Stalled(bound time.Duration, known uint64) error
@@ -55,8 +53,8 @@ type Follower interface {
 }
 
 // Binding is one replica's membership bound to its engine. Make it with
-// Bind, give Cluster's Owns, LeaseValid, Fence and Leading to the engine
-// and the store, then Run it with the engine.
+// Bind, give Cluster's LeaseValid to the engine and its Instance, Leading
+// and Observe to the store, then Run it with the engine.
 type Binding struct {
 	cl      *cluster.Cluster
 	ttl     time.Duration
@@ -70,7 +68,7 @@ type Binding struct {
 }
 
 // Bind makes the replica's Cluster with opts, whose hooks (Heartbeat,
-// Gain, Drop, Lose, Observed, Suspend, Resume) it sets. serving, when not nil,
+// Release, Keep, Observed, Suspend, Resume) it sets. serving, when not nil,
 // is told false when the replica stops vouching for its view (its lease
 // is lost) and true once it serves again; it is called from the
 // cluster's goroutines.
@@ -86,9 +84,8 @@ func Bind(opts cluster.Options, serving func(bool)) (*Binding, error) {
 		b.serving = func(bool) {}
 	}
 	opts.Heartbeat = b.heartbeat
-	opts.Gain = b.gain
-	opts.Drop = b.drop
-	opts.Lose = b.lose
+	opts.Release = b.release
+	opts.Keep = b.keep
 	opts.Observed = b.observed
 	opts.Suspend = b.suspend
 	opts.Resume = b.resume
@@ -100,8 +97,8 @@ func Bind(opts cluster.Options, serving func(bool)) (*Binding, error) {
 	return b, nil
 }
 
-// Cluster is the replica's membership: Owns and LeaseValid for the
-// engine, Fence and Leading for the store, Owner and Members for the
+// Cluster is the replica's membership: LeaseValid for the engine,
+// Instance, Leading and Observe for the store, Owner and Members for the
 // server.
 func (b *Binding) Cluster() *cluster.Cluster { return b.cl }
 
@@ -133,8 +130,8 @@ func (b *Binding) heartbeat(ctx context.Context) error {
 	var known uint64
 	if b.cl.LeaseValid() {
 		if cur := b.cl.Stats().Current; cur > 0 {
-			known = storeetcd.Position(cur)
-			if storeetcd.EtcdRevision(b.eng.Revision()) < cur {
+			known = keyspace.Position(cur)
+			if keyspace.EtcdRevision(b.eng.Revision()) < cur {
 				if err := b.store.RequestProgress(ctx); err != nil {
 					b.log.Debug("cannot ask etcd for the watch's progress", "err", err)
 				}
@@ -147,40 +144,18 @@ func (b *Binding) heartbeat(ctx context.Context) error {
 	return b.eng.Heartbeat(ctx)
 }
 
-// gain owns the targets of shards claimed at etcd revision rev. It runs
-// on the engine's follow goroutine (the store's Follow calls the
-// cluster's Observe), once the view has reached rev and before it goes
-// further: the targets start from everything their previous owner wrote,
-// with no Sync.
-func (b *Binding) gain(shards []int, rev int64) {
-	if b.eng == nil {
-		return // not running yet: nothing of the replica's is claimed
-	}
-	err := b.eng.Own(context.Background(), b.eng.Names(b.inShards(shards))...)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) { // deleted meanwhile
-		b.log.Warn("cannot own the targets of gained shards", "shards", len(shards), "revision", rev, "err", err)
-	}
+// release stops probing the targets of shards: once it returns their
+// probes have stopped and their writes are durable.
+func (b *Binding) release(ctx context.Context, shards []int) error {
+	return b.eng.Release(ctx, shards)
 }
 
-// drop stops probing the targets of shards the stream shows taken from
-// the replica's lease, at that revision, without waiting (on the
-// engine's follow goroutine; their writes are fenced off already).
-func (b *Binding) drop(shards []int) {
-	if b.eng == nil {
-		return
-	}
-	b.eng.Drop(b.eng.Names(b.inShards(shards))...)
-}
-
-// lose disowns the targets of shards: once it returns their probes have
-// stopped and their writes are durable.
-func (b *Binding) lose(ctx context.Context, shards []int) error {
-	return b.eng.Disown(ctx, b.eng.Names(b.inShards(shards))...)
-}
+// keep probes the targets of shards again after a stalled release.
+func (b *Binding) keep(shards []int) { b.eng.Keep(shards) }
 
 // observed is the etcd revision the engine's view has reached.
 func (b *Binding) observed() int64 {
-	return storeetcd.EtcdRevision(b.eng.Revision())
+	return keyspace.EtcdRevision(b.eng.Revision())
 }
 
 // suspend: a replica that lost its lease (etcd unreachable, or itself
@@ -202,19 +177,10 @@ func (b *Binding) resume(ctx context.Context, rev int64, rewound bool) error {
 			return err
 		}
 	}
-	if err := b.eng.Sync(ctx, storeetcd.Position(rev)); err != nil {
+	if err := b.eng.Sync(ctx, keyspace.Position(rev)); err != nil {
 		return err
 	}
 	b.eng.Resume()
 	b.serving(true)
 	return nil
-}
-
-// inShards matches the names of targets in shards.
-func (b *Binding) inShards(shards []int) func(string) bool {
-	set := make(map[int]bool, len(shards))
-	for _, s := range shards {
-		set[s] = true
-	}
-	return func(name string) bool { return set[b.cl.ShardOf(name)] }
 }

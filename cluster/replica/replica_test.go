@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/check"
 	"github.com/probed/probed/cluster"
@@ -36,20 +38,36 @@ type member struct {
 
 func startMember(t *testing.T, etcd *etcdtest.Cluster, prefix, id string) *member {
 	t.Helper()
-	return startMemberWith(t, etcd, prefix, id, nil, nil)
+	return startMemberWith(t, etcd, prefix, id, hooks{})
 }
 
-// startMemberWith is startMember with the engine's store wrapped by wrap
-// (nil: none), serving also told to onServing (nil: none; called on the
-// cluster's goroutine, which it holds up), and the engine's HTTP probes
+// hooks change how startMemberWith wires a member; the zero value is
+// startMember's wiring.
+type hooks struct {
+	// wrap wraps the engine's store (nil: none).
+	wrap func(*storeetcd.Store) engine.Store
+	// onServing is also told what serving is told (nil: none; called on
+	// the cluster's goroutine, which it holds up).
+	onServing func(bool)
+	// engine wraps the engine the Binding drives (nil: none).
+	engine func(replica.Engine) replica.Engine
+	// ttl is the lease's (0: 2s).
+	ttl time.Duration
+	// membership wraps what the store's follow hands the cluster (nil:
+	// none).
+	membership func(observe func(after, rev int64, events []*clientv3.Event)) func(after, rev int64, events []*clientv3.Event)
+}
+
+// startMemberWith is startMember with hooks, and the engine's HTTP probes
 // sent with the member's ID as their User-Agent.
-func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, wrap func(*storeetcd.Store) engine.Store, onServing func(bool)) *member {
+func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, h hooks) *member {
 	t.Helper()
+	wrap, onServing := h.wrap, h.onServing
 	m := &member{id: id, done: make(chan struct{})}
 	cli := etcd.Client(t)
 	b, err := replica.Bind(cluster.Options{
 		Client: cli, Prefix: prefix, ReplicaID: id, AdvertiseAddr: id + ":1",
-		LeaseTTL: 2 * time.Second, Settle: time.Second, Shards: 16,
+		LeaseTTL: cmp.Or(h.ttl, 2*time.Second), Settle: time.Second, Shards: 16,
 	}, func(serving bool) {
 		m.mu.Lock()
 		m.serving = append(m.serving, serving)
@@ -64,7 +82,12 @@ func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, wr
 	m.b = b
 	cl := b.Cluster()
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id, Fence: cl.Fence, Leading: cl.Leading, Membership: cl.Observe})
+	observe := cl.Observe
+	if h.membership != nil {
+		observe = h.membership(observe)
+	}
+	store, err := storeetcd.Open(ctx, storeetcd.Options{Client: cli, Prefix: prefix, ReplicaID: id,
+		Shards: cl.ShardCount(), Instance: cl.Instance(), Leading: cl.Leading, Membership: observe})
 	if err != nil {
 		cancel()
 		t.Fatalf("storeetcd.Open: %v", err)
@@ -75,7 +98,7 @@ func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, wr
 	}
 	eng, err := engine.Open(ctx, engine.Options{
 		Clock: clockwork.NewRealClock(), Store: engStore, Checkers: check.New(check.Options{UserAgent: id}),
-		Owns: cl.Owns, MayProbe: cl.LeaseValid,
+		MayProbe: cl.LeaseValid,
 	})
 	if err != nil {
 		cancel()
@@ -85,9 +108,13 @@ func startMemberWith(t *testing.T, etcd *etcdtest.Cluster, prefix, id string, wr
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
+	var driven replica.Engine = eng
+	if h.engine != nil {
+		driven = h.engine(eng)
+	}
 	go func() {
 		defer close(m.done)
-		if err := b.Run(ctx, eng, store); err != nil {
+		if err := b.Run(ctx, driven, store); err != nil {
 			t.Errorf("%s: Run: %v", id, err)
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
 )
 
@@ -35,13 +36,10 @@ func TestReplicasCommand(t *testing.T) {
 			}
 		}
 		var out string
-		for ctx.Err() == nil { // both replicas' views follow the shared store
-			r = probectl(ctx, rs.Servers[0].Addr, "", "list", "-o", "wide")
-			if out = r.out; strings.Contains(out, "r1-web") {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, "r1-web in replica 0's view of the shared store", 10*time.Second, func() bool {
+			out = probectl(ctx, rs.Servers[0].Addr, "", "list", "-o", "wide").out
+			return strings.Contains(out, "r1-web")
+		})
 		for _, row := range strings.Split(out, "\n")[1:] {
 			f := strings.Fields(row)
 			if len(f) == 0 {

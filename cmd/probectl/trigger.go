@@ -88,6 +88,12 @@ func defaultProbe(t *probev1.Target) (probev1.ProbeType, error) {
 
 func printTrigger(cmd *cobra.Command, typ probev1.ProbeType, resp *probev1.TriggerProbeResponse) error {
 	out := resp.GetOutcome()
+	if out == nil {
+		// The caller may operate the target but not read it: the server
+		// ran the probe and says nothing of its result.
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s probe triggered (its outcome is shown only to callers who may read the target)\n", probeName(typ))
+		return err
+	}
 	latency := "-"
 	if out.GetLatency() != nil {
 		latency = latencyText(out.GetLatency().AsDuration())

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 
 	"github.com/probed/probed/internal/probedtest"
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -44,6 +46,21 @@ func TestTriggerCommand(t *testing.T) {
 	r = probectl(ctx, s.Addr, "", "trigger", "web", "--probe", "startup")
 	if r.code != 1 || r.err != "Error: target \"web\" has no startup probe: not found\n" {
 		t.Errorf("trigger absent probe: code %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestPrintTriggerWithoutOutcome: a caller who may operate a target but
+// not read it gets no outcome; probectl says the probe ran.
+func TestPrintTriggerWithoutOutcome(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	cmd := &cobra.Command{}
+	cmd.SetOut(&out)
+	if err := printTrigger(cmd, probev1.ProbeType_PROBE_TYPE_READINESS, &probev1.TriggerProbeResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "readiness probe triggered (its outcome is shown only to callers who may read the target)\n"; out.String() != want {
+		t.Errorf("printTrigger(no outcome) = %q, want %q", out.String(), want)
 	}
 }
 

@@ -60,16 +60,17 @@ func TestWatchCommand(t *testing.T) {
 
 	t.Run("table", func(t *testing.T) {
 		t.Parallel()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			time.Sleep(100 * time.Millisecond)
-			if _, err := c.Update(ctx, &probev1.Target{Name: "a", Labels: map[string]string{"team": "x", "v": "2"}}); err != nil {
-				t.Errorf("Update: %v", err)
+		// Once the header and the snapshot are out, a live change.
+		updated := false
+		r := watchCLI(t, s.Addr, func(out string) bool {
+			if !updated && lines(2)(out) {
+				updated = true
+				if _, err := c.Update(ctx, &probev1.Target{Name: "a", Labels: map[string]string{"team": "x", "v": "2"}}); err != nil {
+					t.Errorf("Update: %v", err)
+				}
 			}
-		}()
-		r := watchCLI(t, s.Addr, lines(3), "watch", "-l", "team=x")
-		<-done
+			return lines(3)(out)
+		}, "watch", "-l", "team=x")
 		if r.code != 0 || r.err != "" {
 			t.Fatalf("code %d, stderr %q", r.code, r.err)
 		}

@@ -72,6 +72,8 @@ func TestApplyCrash(t *testing.T) {
 			_, err := c.ApplyTargets(ctx, set(next))
 			done <- err
 		}()
+		// A random point of the apply, in real time: the kill is meant to
+		// land anywhere in it (no event to wait for).
 		time.Sleep(time.Duration(rand.Int64N(int64(2*full) + 1)))
 		p.kill()
 		applied := <-done

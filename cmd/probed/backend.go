@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server"
@@ -16,8 +17,7 @@ import (
 // (--store=etcd, cluster.go).
 type backend struct {
 	store engine.Store
-	// owns, forward and replicas are set in cluster mode only.
-	owns     func(name string) bool
+	// forward and replicas are set in cluster mode only.
 	forward  server.Forwarder
 	replicas server.Replicas
 	replica  string // this replica's id ("" on a single node)
@@ -30,6 +30,9 @@ type backend struct {
 	// join runs cluster membership (claims, releases, the lease) until
 	// ctx is done, then leaves gracefully; nil on a single node.
 	join func(ctx context.Context, eng *engine.Engine) error
+	// resumeEvery is how often the replica looks for interrupted applies
+	// to finish (server.ResumeApplies); 0 on a single node.
+	resumeEvery time.Duration
 	// stats are the cluster's figures for metrics; nil on a single node.
 	stats func() probedtel.ClusterStats
 	// close closes the store (and the etcd client): once, whoever calls

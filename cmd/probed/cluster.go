@@ -25,6 +25,7 @@ import (
 	"github.com/probed/probed/cluster/replica"
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/feature"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/server"
 	"github.com/probed/probed/server/auth"
 	storeetcd "github.com/probed/probed/store/etcd"
@@ -193,7 +194,7 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	}
 
 	health := &healthSwitch{serving: true}
-	// Membership drives the engine (gains, losses, heartbeats, the view's
+	// Membership drives the engine (releases, heartbeats, the view's
 	// suspension) once the engine runs: b.join hands it over.
 	member, err := replica.Bind(cluster.Options{
 		Client:        client,
@@ -211,13 +212,21 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	}
 	cl := member.Cluster()
 	store, err := storeetcd.Open(ctx, storeetcd.Options{
-		Client:  client,
-		Prefix:  cc.prefix,
-		Fence:   cl.Fence,
-		Leading: cl.Leading,
+		Client: client,
+		Prefix: cc.prefix,
+		// Ownership is in the store's log: the shards held on the lease
+		// of this process's member key, taken and dropped by the engine
+		// at the revision of their claim, release or loss, and fencing
+		// every write.
+		Shards:   cl.ShardCount(),
+		Instance: cl.Instance(),
+		Leading:  cl.Leading,
+		// Applies are recorded under a lock on the replica's lease (the
+		// one its member key and shard keys are on), so that another
+		// finishes one this replica began and did not.
+		Lease: func() clientv3.LeaseID { return cl.Stats().Lease },
 		// One etcd watch: the cluster's view of the members and shards
-		// comes from the store's follow, and so does ownership (claims
-		// and losses taken at their revision).
+		// comes from the store's follow too.
 		Membership: cl.Observe,
 		Compact:    cc.compact,
 		Settings:   clusterSettings(cfg),
@@ -231,12 +240,14 @@ func openCluster(ctx context.Context, cfg *config, sec *security, tel *telemetry
 	peers := newPeers(cl, cc.replicaID, sec, cc.peerCA, log)
 	b := &backend{
 		store:    store,
-		owns:     cl.Owns,
 		mayProbe: cl.LeaseValid,
 		forward:  peers,
 		replicas: replicas{cl},
 		replica:  cc.replicaID,
 		health:   health,
+		// An interrupted apply is looked for a third of a TTL after the
+		// lease that held it expired, at most.
+		resumeEvery: cc.leaseTTL / 3,
 		join: func(ctx context.Context, eng *engine.Engine) error {
 			return member.Run(ctx, eng, store)
 		},
@@ -388,7 +399,9 @@ func (p *peers) Owner(_ context.Context, name string) (grpc.ClientConnInterface,
 	case !ok:
 		return nil, "", errors.New("no replica owns its shard")
 	case m.ID == p.self:
-		return nil, "", errors.New("its shard is being taken over by this replica")
+		// The view has this replica's claim; the engine applies it at
+		// the claim's position of the one log, perhaps not yet.
+		return nil, "", &server.OwnedHereError{Position: keyspace.Position(p.cl.OwnedSince(name))}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -51,8 +52,11 @@ func TestClusterApplyTargets(t *testing.T) {
 	if first := len(got.GetUpdated()) + len(got.GetConflicts()); first != n-100 || len(got.GetDeleted()) > 100 || len(got.GetCreated()) != 50 {
 		t.Fatalf("updated or in conflict %d, pruned %d, created %d; want %d, at most 100, 50", first, len(got.GetDeleted()), len(got.GetCreated()), n-100)
 	}
+	// Applied again every second, as a controller resyncs, until the set
+	// is whole.
 	replicas := map[string]bool{}
-	for i := 0; ; i++ {
+	applies := 1
+	poll.Every(time.Second).UntilMet(t, "the set of generation 1, whole, after applies", 30*time.Second, func() string {
 		all, err := c.ListAll(ctx, map[string]string{"set": "x"})
 		if err != nil {
 			t.Fatal(err)
@@ -69,15 +73,13 @@ func TestClusterApplyTargets(t *testing.T) {
 			}
 		}
 		if active == n-50 && stale == 0 {
-			break
+			return ""
 		}
-		if i == 20 {
-			t.Fatalf("after %d applies: %d active targets, %d not of generation 1 or not owned by ctl; want %d and 0", i+1, active, stale, n-50)
-		}
-		t.Logf("apply %d: %d conflicts, %d pruned (shards changing hands); applying again", i+1, len(got.GetConflicts()), len(got.GetDeleted()))
-		time.Sleep(time.Second)
+		t.Logf("apply %d: %d conflicts, %d pruned (shards changing hands); applying again", applies, len(got.GetConflicts()), len(got.GetDeleted()))
 		got = apply(set(1, 100, n+50))
-	}
+		applies++
+		return fmt.Sprintf("after %d applies: %d active targets, %d not of generation 1 or not owned by ctl; want %d and 0", applies, active, stale, n-50)
+	})
 	if len(replicas) < 2 {
 		t.Errorf("the set lives on replicas %v: want several", replicas)
 	}

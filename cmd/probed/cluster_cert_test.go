@@ -1,11 +1,12 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/internal/testpki"
 )
@@ -37,21 +38,14 @@ func TestClusterReplicaCertUsage(t *testing.T) {
 				"--tls-cert", cert, "--tls-key", key, "--client-ca", p.clientCAFile}}
 			t.Cleanup(func() { proc.kill() })
 			proc.startAsync()
-			select {
-			case err := <-proc.exited:
-				proc.cmd = nil
-				switch log := proc.stderr.String(); {
-				case tc.want == "":
-					t.Errorf("exited (%v), want it to serve:\n%s", err, log)
-				case err == nil || !strings.Contains(log, tc.want):
-					t.Errorf("exited with %v, want an error saying %q:\n%s", err, tc.want, log)
-				}
-			case <-proc.serving:
-				if tc.want != "" {
-					t.Errorf("serving, want it to refuse: %s", tc.want)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("neither served nor exited in 30s:\n%s", proc.stderr.String())
+			err := proc.wait()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%v, want it to serve", err)
+			case tc.want != "" && err == nil:
+				t.Errorf("serving, want it to refuse: %s", tc.want)
+			case tc.want != "" && (!errors.Is(err, probedproc.ErrExited) || proc.last.Err() == nil || !strings.Contains(proc.log(), tc.want)):
+				t.Errorf("%v, want it to exit with an error saying %q", err, tc.want)
 			}
 		})
 	}

@@ -109,12 +109,12 @@ func TestClusterPartitionedReplica(t *testing.T) {
 	proxy.Pause()
 	cutAt := time.Now()
 	bound := ttl + clusterSlack
-	for serving() != healthpb.HealthCheckResponse_NOT_SERVING {
-		if time.Since(cutAt) > bound {
-			t.Fatalf("r1 cut off from etcd still answers SERVING after %v (bound: TTL %v + %v)\n%s", time.Since(cutAt), ttl, clusterSlack, cut.stderr.String())
+	poll.Every(50*time.Millisecond).UntilMet(t, fmt.Sprintf("r1 cut off from etcd NOT_SERVING (bound: TTL %v + %v)", ttl, clusterSlack), bound, func() string {
+		if st := serving(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+			return st.String() + "\n" + cut.log()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 	t.Logf("r1 NOT_SERVING %v after the partition", time.Since(cutAt).Round(time.Millisecond))
 	select {
 	case err := <-ended:
@@ -130,11 +130,11 @@ func TestClusterPartitionedReplica(t *testing.T) {
 
 	proxy.Resume()
 	healed := time.Now()
-	for serving() != healthpb.HealthCheckResponse_SERVING || get() != nil {
-		if time.Since(healed) > 30*time.Second {
-			t.Fatalf("r1 does not serve again 30s after etcd is reachable: health %v, get %v\n%s", serving(), get(), cut.stderr.String())
+	poll.Every(100*time.Millisecond).UntilMet(t, "r1 serving again once etcd is reachable", 30*time.Second, func() string {
+		if st, err := serving(), get(); st != healthpb.HealthCheckResponse_SERVING || err != nil {
+			return fmt.Sprintf("health %v, get %v\n%s", st, err, cut.log())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 	t.Logf("r1 serving again %v after the partition healed", time.Since(healed).Round(time.Millisecond))
 }

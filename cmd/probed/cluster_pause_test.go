@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/probed/probed/internal/poll"
 )
 
 // TestClusterPausedReplicaProbesNothing: a replica stopped (SIGSTOP) past
@@ -42,7 +44,7 @@ func TestClusterPausedReplicaProbesNothing(t *testing.T) {
 		}
 		t.Logf("round %d: the lease's loss dropped the targets before the wheel handed out their overdue fires; again", round)
 		survivor.signal(t, syscall.SIGCONT)
-		pollUntil(t, victim.id+" to probe its shards again", 30*time.Second, func() string {
+		poll.UntilMet(t, victim.id+" to probe its shards again", 30*time.Second, func() string {
 			m := metricsText(t, victim.metrics)
 			if n := sumMetric(m, "probed_probes_scheduled"); n == 0 || countOwned(run.owners(t), victim.id) == 0 {
 				return fmt.Sprintf("%v probes scheduled", n)
@@ -64,20 +66,15 @@ func pausedRound(t *testing.T, run *clusterRun, survivor, victim *clusterReplica
 	before := victim.metricSum(t, "prober_probe_total{")
 	leaseSkips := victim.metricSum(t, `probed_scheduler_skipped_total{reason="lease"`)
 	victim.signal(t, syscall.SIGSTOP)
-	stoppedAt := time.Now()
-	for run.exists(t, memberKey) || countOwned(run.owners(t), victim.id) > 0 {
-		if time.Since(stoppedAt) > 6*clusterTTL {
-			victim.signal(t, syscall.SIGCONT)
-			t.Fatalf("the stopped replica still holds its lease or shards %v after SIGSTOP", time.Since(stoppedAt))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clusterPoll.Until(t, "the stopped replica's lease and shards gone", 6*clusterTTL, func() bool {
+		return !run.exists(t, memberKey) && countOwned(run.owners(t), victim.id) == 0
+	})
 	survivor.signal(t, syscall.SIGSTOP)
 	defer survivor.signal(t, syscall.SIGCONT)
 	waitStopped(t, survivor)
 	sent := run.backends.quiet(t)
 	victim.signal(t, syscall.SIGCONT)
-	pollUntil(t, "the continued replica to drop its targets and end its probes", 10*time.Second, func() string {
+	poll.UntilMet(t, "the continued replica to drop its targets and end its probes", 10*time.Second, func() string {
 		m := metricsText(t, victim.metrics)
 		if n := sumMetric(m, "probed_probes_scheduled") + sumMetric(m, "probed_probes_inflight") + sumMetric(m, "probed_probes_cancelling"); n > 0 {
 			return fmt.Sprintf("%v scheduled, in flight or cancelling", n)
@@ -117,8 +114,8 @@ func pausedRound(t *testing.T, run *clusterRun, survivor, victim *clusterReplica
 // delivered: state T in /proc/PID/stat): it sends nothing from then on.
 func waitStopped(t *testing.T, r *clusterReplica) {
 	t.Helper()
-	path := fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid)
-	pollUntil(t, r.id+" to stop", 10*time.Second, func() string {
+	path := fmt.Sprintf("/proc/%d/stat", r.pid())
+	poll.UntilMet(t, r.id+" to stop", 10*time.Second, func() string {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +143,7 @@ func (b *crashBackends) requests() int64 {
 func (b *crashBackends) quiet(t *testing.T) int64 {
 	t.Helper()
 	n, since := b.requests(), time.Now()
-	pollUntil(t, "the backends to be quiet", 30*time.Second, func() string {
+	poll.UntilMet(t, "the backends to be quiet", 30*time.Second, func() string {
 		if m := b.requests(); m != n {
 			n, since = m, time.Now()
 		}

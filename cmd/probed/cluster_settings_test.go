@@ -1,11 +1,12 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -36,19 +37,12 @@ func TestClusterSettingsDiffer(t *testing.T) {
 	}
 	p := replica("r3")
 	p.startAsync()
-	select {
-	case err := <-p.exited:
-		p.cmd = nil
-		if err == nil {
-			t.Fatal("the replica with another --min-period exited with status 0")
-		}
-		log := p.stderr.String()
-		if !strings.Contains(log, `--min-period: the cluster's is "10ms", this replica's "100ms"`) {
-			t.Errorf("the refusal does not name the difference:\n%s", log)
-		}
-	case <-p.serving:
-		t.Fatalf("a replica with --min-period 100ms joined a cluster of 10ms:\n%s", p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the replica with another --min-period neither served nor exited in 30s:\n%s", p.stderr.String())
+	switch err := p.wait(); {
+	case err == nil:
+		t.Fatalf("a replica with --min-period 100ms joined a cluster of 10ms:\n%s", p.log())
+	case !errors.Is(err, probedproc.ErrExited) || p.last.Err() == nil:
+		t.Fatalf("the replica with another --min-period: %v; want it to exit with an error", err)
+	case !strings.Contains(p.log(), `--min-period: the cluster's is "10ms", this replica's "100ms"`):
+		t.Errorf("the refusal does not name the difference:\n%s", p.log())
 	}
 }

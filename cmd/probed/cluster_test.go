@@ -21,10 +21,10 @@ import (
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/store/codec"
-	storeetcd "github.com/probed/probed/store/etcd"
 	probedtel "github.com/probed/probed/telemetry"
 )
 
@@ -49,6 +49,11 @@ const (
 	// runs (-short: with fewer targets).
 	clusterLongEnv = "PROBED_CLUSTER_LONG"
 )
+
+// clusterPoll polls what etcd or a replica's metrics say: each poll is a
+// range read of the owner keys or a scrape, too much to repeat every few
+// milliseconds beside the replicas on 2 loaded cores.
+var clusterPoll = poll.Every(20 * time.Millisecond)
 
 // clusterLong skips a long cluster test unless clusterLongEnv is set and
 // -short is not.
@@ -108,10 +113,7 @@ func TestClusterKillReplica(t *testing.T) {
 
 	// Its shards get other owners, its targets are probed again.
 	var expiredAfter, ownedAfter, probedAfter time.Duration
-	for ownedAfter == 0 || probedAfter == 0 {
-		if time.Since(killedAt) > 30*time.Second {
-			t.Fatalf("30s after the kill: shards owned again after %v, targets probed again after %v (0: not yet)", ownedAfter, probedAfter)
-		}
+	clusterPoll.UntilMet(t, "the killed replica's shards owned and its targets probed again", 30*time.Second, func() string {
 		if expiredAfter == 0 && !run.exists(t, clusterPrefix+"members/"+victim.id) {
 			expiredAfter = time.Since(killedAt)
 		}
@@ -124,8 +126,11 @@ func TestClusterKillReplica(t *testing.T) {
 		if probedAfter == 0 && !slices.ContainsFunc(lostTargets, func(i int) bool { return !run.backends.probedSince(i, killedAt) }) {
 			probedAfter = time.Since(killedAt)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if ownedAfter == 0 || probedAfter == 0 {
+			return fmt.Sprintf("shards owned again after %v, targets probed again after %v (0: not yet)", ownedAfter, probedAfter)
+		}
+		return ""
+	})
 	t.Logf("%s killed with %d of %d shards (%d of %d targets): its lease expired after %v, its shards owned by others after %v, every target probed again after %v (2 × TTL = %v)",
 		victim.id, len(lost), clusterShards, len(lostTargets), targets, expiredAfter.Round(time.Millisecond), ownedAfter.Round(time.Millisecond), probedAfter.Round(time.Millisecond), 2*clusterTTL)
 	if bound := 2*clusterTTL + clusterSlack; ownedAfter > bound || probedAfter > bound {
@@ -170,40 +175,32 @@ func TestClusterStopReplica(t *testing.T) {
 	stoppedRev := run.revision(t)
 	victim.signal(t, syscall.SIGSTOP)
 	stoppedAt := time.Now()
-	for run.exists(t, memberKey) {
-		if time.Since(stoppedAt) > 4*clusterTTL {
-			victim.signal(t, syscall.SIGCONT)
-			t.Fatalf("the stopped replica's member key still exists %v after SIGSTOP", time.Since(stoppedAt))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// (A failure kills the stopped replica: SIGKILL ends a stopped process.)
+	clusterPoll.Until(t, "the stopped replica's member key gone", 4*clusterTTL, func() bool { return !run.exists(t, memberKey) })
 	expiredAfter := time.Since(stoppedAt)
 	// Survivors take its shards while it sleeps; then it wakes.
-	for countOwned(run.owners(t), victim.id) > 0 || len(run.owners(t)) < clusterShards {
-		if time.Since(stoppedAt) > 6*clusterTTL {
-			victim.signal(t, syscall.SIGCONT)
-			t.Fatalf("the survivors did not take the stopped replica's shards within %v", 6*clusterTTL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clusterPoll.Until(t, "the survivors owning the stopped replica's shards", 6*clusterTTL-time.Since(stoppedAt), func() bool {
+		owners := run.owners(t)
+		return countOwned(owners, victim.id) == 0 && len(owners) == clusterShards
+	})
 	run.waitProbedSince(t, time.Now(), run.allTargets(targets)) // by the survivors
 	contRev := run.revision(t)
 	victim.signal(t, syscall.SIGCONT)
 	contAt := time.Now()
 
 	// It rejoins and owns shards again.
-	for countOwned(run.owners(t), victim.id) == 0 {
-		if time.Since(contAt) > clusterSettle+5*clusterTTL+10*time.Second {
-			t.Fatalf("%s owns no shard %v after SIGCONT\n%s", victim.id, time.Since(contAt), victim.stderr.String())
+	clusterPoll.UntilMet(t, victim.id+" owning shards after SIGCONT", clusterSettle+5*clusterTTL+10*time.Second, func() string {
+		if countOwned(run.owners(t), victim.id) == 0 {
+			return "none yet; its log:\n" + victim.clusterLog()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 	rejoined := time.Since(contAt)
 	waitWrites(t, victim, 1) // it writes transitions again
 	stopFlips()
 	flipping.Wait()
 	if !victim.running() {
-		t.Fatalf("%s exited after SIGCONT:\n%s", victim.id, victim.stderr.String())
+		t.Fatalf("%s exited after SIGCONT:\n%s", victim.id, victim.log())
 	}
 
 	// etcd's history: the member key's deletion (lease expiry: while the
@@ -265,21 +262,18 @@ func TestClusterJoin(t *testing.T) {
 	newcomer := run.start(t, 1)[0]
 	// Wait until it owns shards and the assignment is still.
 	var owners map[int]string
-	stillSince := time.Now()
-	for prev := -1; ; {
+	stillSince, prev := time.Now(), -1
+	clusterPoll.UntilMet(t, newcomer.id+" owning shards, the assignment still for a lease TTL", clusterSettle+10*clusterTTL+20*time.Second-time.Since(joinAt), func() string {
 		owners = run.owners(t)
 		n := countOwned(owners, newcomer.id)
 		if n != prev || len(owners) < clusterShards {
 			prev, stillSince = n, time.Now()
 		}
-		if n > 0 && time.Since(stillSince) > clusterTTL {
-			break
+		if n == 0 || time.Since(stillSince) <= clusterTTL {
+			return fmt.Sprintf("%s owns %d shards, %d of %d owned, still for %v", newcomer.id, n, len(owners), clusterShards, time.Since(stillSince).Round(time.Millisecond))
 		}
-		if time.Since(joinAt) > clusterSettle+10*clusterTTL+20*time.Second {
-			t.Fatalf("%s owns %d shards %v after it started; the assignment is not settling", newcomer.id, n, time.Since(joinAt))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 	var moved []int
 	for s, id := range owners {
 		if before[s] != id {
@@ -369,7 +363,7 @@ func TestClusterEtcdLeaderLost(t *testing.T) {
 	w.checkChains(t)
 	for _, r := range run.replicas {
 		if !r.running() {
-			t.Errorf("%s exited:\n%s", r.id, r.stderr.String())
+			t.Errorf("%s exited:\n%s", r.id, r.log())
 		}
 	}
 	upTo := run.checkWatchers(t, w)
@@ -390,6 +384,8 @@ type clusterRun struct {
 	backends *crashBackends
 	replicas []*clusterReplica
 	client   *client.Client
+	// extraArgs, if set, gives a replica's flags beyond the cluster's.
+	extraArgs func(id string) []string
 }
 
 // clusterReplica is one probed process of the cluster.
@@ -410,7 +406,7 @@ func (r *clusterReplica) metric(t *testing.T, name string) float64 {
 // leases, shards gained and lost), to explain a failure.
 func (r *clusterReplica) clusterLog() string {
 	var out []string
-	for line := range strings.Lines(r.stderr.String()) {
+	for line := range strings.Lines(r.log()) {
 		for _, word := range []string{"lease", "shards", "joined", "cluster", "heartbeat", "etcd"} {
 			if strings.Contains(line, word) {
 				out = append(out, line)
@@ -425,6 +421,14 @@ func (r *clusterReplica) clusterLog() string {
 // waits until every shard is owned, each replica owning some.
 func startClusterRun(t *testing.T, members int, ttl time.Duration, n, targets int) *clusterRun {
 	t.Helper()
+	run := newClusterRun(t, members, ttl)
+	run.begin(t, n)
+	return run
+}
+
+// newClusterRun starts an etcd of members members, and no replica yet.
+func newClusterRun(t *testing.T, members int, ttl time.Duration) *clusterRun {
+	t.Helper()
 	run := &clusterRun{t: t, bin: buildProbed(t), ttl: ttl, backends: newCrashBackends(t, 4)}
 	if members == 1 {
 		run.etcd = etcdtest.Start(t)
@@ -432,6 +436,13 @@ func startClusterRun(t *testing.T, members int, ttl time.Duration, n, targets in
 		run.etcd = etcdtest.StartCluster(t, members, etcdtest.Options{})
 	}
 	run.cli = run.etcd.Client(t)
+	return run
+}
+
+// begin starts n replicas, a client of them all, and waits until every
+// shard is owned, each replica owning some.
+func (run *clusterRun) begin(t *testing.T, n int) {
+	t.Helper()
 	run.start(t, n)
 	c, err := client.Dial(t.Context(), run.addrs(nil), client.WithDialOptions(crashReconnect))
 	if err != nil {
@@ -440,7 +451,6 @@ func startClusterRun(t *testing.T, members int, ttl time.Duration, n, targets in
 	t.Cleanup(func() { _ = c.Close() })
 	run.client = c
 	run.waitBalanced(t)
-	return run
 }
 
 // start starts n more replicas at once and waits until they serve.
@@ -454,6 +464,9 @@ func (run *clusterRun) start(t *testing.T, n int) []*clusterReplica {
 			"--etcd-endpoints", strings.Join(run.etcd.Endpoints(), ","), "--etcd-prefix", clusterPrefix,
 			"--lease-ttl", run.ttl.String(), "--settle", clusterSettle.String(), "--replica-id", id,
 			"--metrics-addr", metrics, "--registrations-per-second=0"}
+		if run.extraArgs != nil {
+			args = append(args, run.extraArgs(id)...)
+		}
 		if _, err := parseFlags(args, io.Discard); err != nil {
 			t.Fatalf("replica flags %v: %v", args, err)
 		}
@@ -480,21 +493,17 @@ func (run *clusterRun) start(t *testing.T, n int) []*clusterReplica {
 // at least a fifth of what an even share would be.
 func (run *clusterRun) waitBalanced(t *testing.T) {
 	t.Helper()
-	began := time.Now()
-	for {
+	clusterPoll.UntilMet(t, "the shards spread over the replicas", clusterSettle+10*run.ttl+20*time.Second, func() string {
 		owners := run.owners(t)
 		ok := len(owners) == clusterShards
 		for _, r := range run.replicas {
 			ok = ok && countOwned(owners, r.id) >= clusterShards/len(run.replicas)/5
 		}
-		if ok {
-			return
+		if !ok {
+			return fmt.Sprintf("%d of %d shards owned", len(owners), clusterShards)
 		}
-		if time.Since(began) > clusterSettle+10*run.ttl+20*time.Second {
-			t.Fatalf("shards not spread over the replicas %v after they served: %d owned", time.Since(began), len(owners))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // addrs is the comma-separated list of the running replicas' addresses
@@ -502,7 +511,7 @@ func (run *clusterRun) waitBalanced(t *testing.T) {
 func (run *clusterRun) addrs(except *clusterReplica) string {
 	var out []string
 	for _, r := range run.replicas {
-		if r != except && r.cmd != nil {
+		if r != except && r.proc != nil {
 			out = append(out, r.addr())
 		}
 	}
@@ -671,13 +680,14 @@ func (run *clusterRun) checkOwnerHistory(t *testing.T, upTo int64) {
 func (run *clusterRun) checkWatchers(t *testing.T, watchers ...*clusterWatcher) int64 {
 	t.Helper()
 	upTo := run.revision(t)
-	pos := storeetcd.Position(upTo)
+	pos := keyspace.Position(upTo)
 	for _, w := range watchers {
-		for began := time.Now(); w.progressNow() < pos; time.Sleep(20 * time.Millisecond) {
-			if time.Since(began) > 30*time.Second {
-				t.Fatalf("watcher %s at revision %d, not past etcd revision %d (%d) 30s later", w.name, w.progressNow(), upTo, pos)
+		poll.UntilMet(t, fmt.Sprintf("watcher %s past etcd revision %d (%d)", w.name, upTo, pos), 30*time.Second, func() string {
+			if got := w.progressNow(); got < pos {
+				return fmt.Sprintf("at %d", got)
 			}
-		}
+			return ""
+		})
 	}
 	var want []crashEvent
 	for _, ev := range etcdHistory(t, t.Context(), run.cli, clusterPrefix+"events", false, upTo) {
@@ -822,26 +832,22 @@ func (w *clusterWatcher) readiness() (counts [crashFlipping]int, latest [crashFl
 // w delivered it, is its backend's, and returns the transition counts.
 func (w *clusterWatcher) waitFlipping(t *testing.T, b *crashBackends, limit time.Duration) [crashFlipping]int {
 	t.Helper()
-	for began := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		counts, latest := w.readiness()
-		behind := -1
+	var counts [crashFlipping]int
+	poll.Every(50*time.Millisecond).UntilMet(t, "every flipping target's readiness at the watcher its backend's", limit, func() string {
+		var latest [crashFlipping]string
+		counts, latest = w.readiness()
 		for i := range crashFlipping {
 			want := "success"
 			if b.status[i].Load() != http.StatusOK {
 				want = "failure"
 			}
 			if latest[i] != want {
-				behind = i
-				break
+				return fmt.Sprintf("%s's is %q, its backend answers %d", crashName(i), latest[i], b.status[i].Load())
 			}
 		}
-		if behind < 0 {
-			return counts
-		}
-		if time.Since(began) > limit {
-			t.Fatalf("%s's readiness at the watcher is %q %v later, its backend answers %d", crashName(behind), latest[behind], limit, b.status[behind].Load())
-		}
-	}
+		return ""
+	})
+	return counts
 }
 
 // checkChains checks that each flipping target's readiness transitions
@@ -891,13 +897,8 @@ func (p *streamPeers) includes(addr string) bool { return slices.Contains(p.list
 // first waits for the first stream and returns its address.
 func (p *streamPeers) first(t *testing.T) string {
 	t.Helper()
-	for began := time.Now(); time.Since(began) < 30*time.Second; time.Sleep(10 * time.Millisecond) {
-		if l := p.list(); len(l) > 0 {
-			return l[0]
-		}
-	}
-	t.Fatal("the watcher opened no stream in 30s")
-	return ""
+	poll.Until(t, "the watcher's first stream", 30*time.Second, func() bool { return len(p.list()) > 0 })
+	return p.list()[0]
 }
 
 // sumMetric is the sum of the metric lines of text whose name is name
@@ -915,14 +916,6 @@ func sumMetric(text, name string) float64 {
 		}
 	}
 	return sum
-}
-
-// pollUntil polls cond every 10 ms until it returns "" (true) or limit
-// passed (the test fails with cond's last message): a barrier on a
-// condition only observable from outside a process.
-func pollUntil(t *testing.T, what string, limit time.Duration, cond func() string) {
-	t.Helper()
-	poll.UntilMet(t, what, limit, cond)
 }
 
 // transitions is the number of readiness transitions of the flipping
@@ -945,7 +938,7 @@ func waitTransitions(t *testing.T, n int, ws ...*clusterWatcher) {
 	for i, w := range ws {
 		from[i] = w.transitions()
 	}
-	pollUntil(t, "readiness transitions at the watchers", 60*time.Second, func() string {
+	poll.UntilMet(t, "readiness transitions at the watchers", 60*time.Second, func() string {
 		for i, w := range ws {
 			if got := w.transitions() - from[i]; got < n {
 				return fmt.Sprintf("watcher %d delivered %d transitions, want %d", i, got, n)
@@ -960,7 +953,7 @@ func waitTransitions(t *testing.T, n int, ws ...*clusterWatcher) {
 func waitWrites(t *testing.T, r *clusterReplica, n float64) {
 	t.Helper()
 	from := r.metricSum(t, probedtel.MetricTransitions)
-	pollUntil(t, r.id+" to write transitions", 60*time.Second, func() string {
+	poll.UntilMet(t, r.id+" to write transitions", 60*time.Second, func() string {
 		if got := r.metricSum(t, probedtel.MetricTransitions) - from; got < n {
 			return fmt.Sprintf("%v transitions, want %v", got, n)
 		}
@@ -971,7 +964,7 @@ func waitWrites(t *testing.T, r *clusterReplica, n float64) {
 // waitProbedSince waits until each of the targets had a request after at.
 func (run *clusterRun) waitProbedSince(t *testing.T, at time.Time, targets []int) {
 	t.Helper()
-	pollUntil(t, "the targets to be probed", 60*time.Second, func() string {
+	poll.UntilMet(t, "the targets to be probed", 60*time.Second, func() string {
 		for _, i := range targets {
 			if !run.backends.probedSince(i, at) {
 				return crashName(i) + " not probed yet"

@@ -61,6 +61,7 @@ type config struct {
 	telemetry telemetryConfig // telemetry.go
 	security  securityConfig  // security.go
 	ui        uiConfig        // ui.go
+	xds       xdsConfig       // xds.go
 }
 
 // parseFlags reads the command line. Bad values (an unknown feature gate,
@@ -97,6 +98,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	c.telemetry.register(fs)
 	c.security.register(fs)
 	c.ui.register(fs)
+	c.xds.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(out)
@@ -147,6 +149,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err := c.ui.validate(); err != nil {
 		return nil, err
 	}
+	if err := c.xds.validate(); err != nil {
+		return nil, err
+	}
 	if *printConfig {
 		b, err := effectiveConfig(fs)
 		if err != nil {
@@ -169,6 +174,9 @@ func (c *config) listeners() []listener {
 	}
 	if c.telemetry.metricsAddr != "" {
 		ls = append(ls, listener{"--metrics-addr", c.telemetry.metricsAddr})
+	}
+	if c.xds.addr != "" {
+		ls = append(ls, listener{xdsFlag, c.xds.addr})
 	}
 	return ls
 }

@@ -25,16 +25,17 @@ var notInFile = map[string]bool{"config": true, "print-config": true, "version":
 // list is joined with commas (`allow-targets: [10.0.0.0/8, ...]`) and a
 // map becomes key=value pairs (`feature-gates: {SubSecondProbes: true}`).
 // A null value (`max-watchers-per-client: ~`) leaves the flag at its
-// default. An unknown key, or a value the flag rejects, is an error naming the
-// file and the key; every one is reported.
+// default. An unknown key, a key given twice (at any depth: the file
+// says one thing once), or a value the flag rejects, is an error naming
+// the file and the key; every one is reported.
 func applyConfigFile(fs *flag.FlagSet, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
-	j, err := yaml.YAMLToJSON(b)
+	j, err := yaml.YAMLToJSONStrict(b)
 	if err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
+		return fmt.Errorf("--config %s: %s", path, strictError(err))
 	}
 	var values map[string]any
 	d := json.NewDecoder(strings.NewReader(string(j)))
@@ -62,6 +63,14 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// strictError is the text of a strict YAML decoder's error, a key given
+// twice said so: `line 3: key "addr" given twice (each key once: which
+// one was meant?)`.
+func strictError(err error) string {
+	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:"))
+	return strings.ReplaceAll(msg, "already set in map", "given twice (each key once: which one was meant?)")
 }
 
 // flagText is a YAML value as the command line would give it.

@@ -72,6 +72,9 @@ func TestConfigFileErrors(t *testing.T) {
 		{"not for a file", "version: true\nconfig: other.yaml\n", []string{`"config" is not a flag`, `"version" is not a flag`}},
 		{"not a map", "- addr\n", []string{"want a map of flag names to values"}},
 		{"invalid once set", "min-period: 0s\n", []string{"--min-period 0s: must be positive"}},
+		{"a key twice", "addr: 127.0.0.1:1\nhistory: 5\naddr: 127.0.0.1:2\n", []string{`line 3: key "addr" given twice`}},
+		{"a map key twice", "feature-gates: {SubSecondProbes: true, SubSecondProbes: false}\n", []string{`key "SubSecondProbes" given twice`}},
+		{"an empty deny list", "deny-targets: []\n", []string{"deny-targets: would deny nothing", "--deny-targets=none"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

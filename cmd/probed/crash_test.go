@@ -11,8 +11,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,12 +123,7 @@ func TestCrashRecovery(t *testing.T) {
 	crashWaitStableReady(t, ctx, c)
 	snapWatcher := crashWatch(ctx, c, "snapshot", 0, nil)
 	watchers = append(watchers, snapWatcher)
-	for snapWatcher.progressNow() == 0 {
-		if ctx.Err() != nil || time.Since(began) > 5*time.Minute {
-			t.Fatal("the snapshot watcher got no snapshot")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, "the snapshot watcher's snapshot", time.Minute, func() bool { return snapWatcher.progressNow() > 0 })
 	var fig crashFigures
 	defer func() { fig.report(t, iterations, churn, time.Since(began)) }()
 	crashVerifyWindow(t, ctx, raw, watchers, crashSeen(watchers, churn), &fig)
@@ -142,6 +135,8 @@ func TestCrashRecovery(t *testing.T) {
 		churnCtx, stopChurn := context.WithCancel(ctx)
 		var churning sync.WaitGroup
 		churning.Go(func() { churn.run(churnCtx) })
+		// A random point of the process's life, in real time: the kill is
+		// meant to land wherever the process is (no event to wait for).
 		time.Sleep(time.Duration(100+rand.IntN(500)) * time.Millisecond)
 		killedAt := p.kill()
 		stopChurn()
@@ -154,7 +149,7 @@ func TestCrashRecovery(t *testing.T) {
 			// Kill the next process during its startup (opening and
 			// checking the file, loading, restoring, maybe serving).
 			p.startAsync()
-			time.Sleep(time.Duration(rand.IntN(80)) * time.Millisecond)
+			time.Sleep(time.Duration(rand.IntN(80)) * time.Millisecond) // a random point of its startup, as above
 			killedAt = p.kill()
 			fig.kills++
 			fig.startupKills++
@@ -169,12 +164,12 @@ func TestCrashRecovery(t *testing.T) {
 		fig.serving = append(fig.serving, serving)
 		// Every watcher resumes by itself, past what it had seen.
 		for _, w := range watchers {
-			for w.progressNow() <= seen {
-				if time.Since(restarted) > 30*time.Second {
-					t.Fatalf("watcher %s at revision %d has not resumed 30s after the restart (last seen before the kill %d)", w.name, w.progressNow(), seen)
+			poll.UntilMet(t, fmt.Sprintf("watcher %s resumed past revision %d (the last seen before the kill)", w.name, seen), 30*time.Second-time.Since(restarted), func() string {
+				if got := w.progressNow(); got <= seen {
+					return fmt.Sprintf("at %d", got)
 				}
-				time.Sleep(time.Millisecond)
-			}
+				return ""
+			})
 		}
 		resumed := time.Since(restarted)
 		fig.resumed = append(fig.resumed, resumed)
@@ -257,16 +252,15 @@ func crashChildArgs(t *testing.T, addr, dir string) []string {
 	return args
 }
 
-// crashProcess is the probed child: started, killed, started again.
+// crashProcess is the probed child: started, killed, started again (a
+// probedproc.Process each life).
 type crashProcess struct {
 	t    *testing.T
 	bin  string
 	args []string
 
-	cmd     *exec.Cmd
-	serving <-chan struct{} // closed once the child logged that it serves
-	exited  chan error
-	stderr  *crashBuffer
+	proc *probedproc.Process // the current life; nil before the first and once it ended
+	last *probedproc.Process // the current or latest life, whose log log returns
 }
 
 func (p *crashProcess) addr() string { return p.args[1] }
@@ -274,18 +268,11 @@ func (p *crashProcess) addr() string { return p.args[1] }
 // startAsync starts the child without waiting for it to serve.
 func (p *crashProcess) startAsync() {
 	p.t.Helper()
-	cmd := exec.Command(p.bin, p.args...)
-	serving := probedproc.NewServing()
-	p.serving = serving.Done()
-	p.stderr = &crashBuffer{}
-	cmd.Stderr = io.MultiWriter(p.stderr, serving)
-	if err := cmd.Start(); err != nil {
+	proc, err := probedproc.Start(p.bin, p.args, probedproc.Options{})
+	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.cmd = cmd
-	exited := make(chan error, 1) // a local: the next start replaces p.exited
-	p.exited = exited
-	go func() { exited <- cmd.Wait() }()
+	p.proc, p.last = proc, proc
 }
 
 // start starts the child and returns how long it took to serve.
@@ -299,28 +286,35 @@ func (p *crashProcess) start() (time.Duration, error) {
 	return time.Since(began), nil
 }
 
-// wait waits until the child started by startAsync serves.
+// wait waits until the child started by startAsync serves (60 s at the
+// most: a restart replays its data file).
 func (p *crashProcess) wait() error {
 	p.t.Helper()
-	select {
-	case <-p.serving:
-		return nil
-	case err := <-p.exited:
-		p.cmd = nil // waited for: kill has nothing to do
-		return fmt.Errorf("probed exited before serving: %w\n%s", err, p.stderr.String())
-	case <-time.After(60 * time.Second):
-		p.kill()
-		return fmt.Errorf("probed did not serve within 60s\n%s", p.stderr.String())
+	err := p.proc.WaitServing(60 * time.Second)
+	if err != nil {
+		p.proc = nil // ended: kill has nothing to do
 	}
+	return err
 }
 
 // running reports whether the child runs (started, not exited).
-func (p *crashProcess) running() bool { return p.cmd != nil && len(p.exited) == 0 }
+func (p *crashProcess) running() bool { return p.proc != nil && p.proc.Running() }
+
+// pid is the child's process id.
+func (p *crashProcess) pid() int { return p.proc.Pid() }
+
+// log is what the current (or latest) life of the child wrote.
+func (p *crashProcess) log() string {
+	if p.last == nil {
+		return ""
+	}
+	return p.last.Log()
+}
 
 // signal sends sig to the child.
 func (p *crashProcess) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.proc.Signal(sig); err != nil {
 		t.Fatalf("%v: %v", sig, err)
 	}
 }
@@ -328,40 +322,15 @@ func (p *crashProcess) signal(t *testing.T, sig syscall.Signal) {
 // kill kills the child with SIGKILL, waits for it and returns when.
 func (p *crashProcess) kill() time.Time {
 	p.t.Helper()
-	if p.cmd == nil {
-		return time.Now()
-	}
 	at := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		p.t.Errorf("SIGKILL: %v", err)
+	if p.proc == nil {
+		return at
 	}
-	err := <-p.exited
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		p.t.Errorf("probed ended with %v before it was killed; stderr:\n%s", err, p.stderr.String())
+	if err := p.proc.Kill(); err != nil {
+		p.t.Error(err)
 	}
-	p.cmd = nil
+	p.proc = nil
 	return at
-}
-
-// crashBuffer keeps (the first MiB of) the child's stderr.
-type crashBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *crashBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) < 1<<20 {
-		b.buf = append(b.buf, p...)
-	}
-	return len(p), nil
-}
-
-func (b *crashBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // crashBackends are the targets: HTTP/1.1 servers answering GET /t/<i>
@@ -1225,12 +1194,12 @@ func crashVerifyRestart(t *testing.T, ctx context.Context, c *client.Client, raw
 	// Compare the watchers up to at least the snapshot.
 	upTo := snapRev
 	for _, w := range watchers {
-		for w.progressNow() < snapRev {
-			if ctx.Err() != nil {
-				t.Fatalf("watcher %s at revision %d did not get to the snapshot's %d", w.name, w.progressNow(), snapRev)
+		poll.UntilMet(t, fmt.Sprintf("watcher %s at the snapshot's revision %d", w.name, snapRev), 60*time.Second, func() string {
+			if got := w.progressNow(); got < snapRev {
+				return fmt.Sprintf("at %d", got)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return ""
+		})
 		upTo = max(upTo, w.progressNow())
 	}
 	from, history := crashVerifyWindow(t, ctx, raw, watchers, upTo, fig)

@@ -121,7 +121,7 @@ func TestHostileMessagesAreBounded(t *testing.T) {
 				seen++
 			}
 		}
-		if seen == 2 {
+		if seen >= 2 { // a batch may hold more: under -race the 100 ms probes flap
 			break
 		}
 	}

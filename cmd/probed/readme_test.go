@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,13 +13,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -35,6 +35,7 @@ const (
 	readmeAPIPort     = "50051" // make run's ADDR
 	readmeUIPort      = "8080"  // make run's UI_ADDR
 	readmeBackendPort = "8081"  // where nothing listens (examples/targets/backend.yaml)
+	readmeXDSPort     = "18000" // make run's XDS_ADDR
 )
 
 // readmeEnv is probed started as `make run` starts it, and how the
@@ -42,6 +43,7 @@ const (
 type readmeEnv struct {
 	root    string
 	addr    string            // the API's address
+	xdsAddr string            // the xDS server's address
 	ports   map[string]string // README port -> the test's port
 	sandbox string            // bin/probectl and examples/targets, ports replaced
 }
@@ -49,22 +51,26 @@ type readmeEnv struct {
 func TestREADME(t *testing.T) {
 	root := moduleRoot(t)
 	ui := refused.Reserve(t)
+	xdsAddr := refused.Reserve(t)
 	backend := strconv.Itoa(int(refused.Port(t))) // refuses connections
 	cfg := makeRunConfig(t, root, map[string]string{
 		"ADDR":         "127.0.0.1:0",
 		"UI_ADDR":      ui.Addr(),
 		"METRICS_ADDR": "127.0.0.1:0",
+		"XDS_ADDR":     xdsAddr.Addr(),
 		"DATA_DIR":     t.TempDir(),
 	})
 	addr := startServer(t, cfg)
 	_, apiPort, _ := net.SplitHostPort(addr)
 	e := &readmeEnv{
-		root: root,
-		addr: addr,
+		root:    root,
+		addr:    addr,
+		xdsAddr: xdsAddr.Addr(),
 		ports: map[string]string{
 			readmeAPIPort:     apiPort,
 			readmeUIPort:      strconv.Itoa(int(ui.Port)),
 			readmeBackendPort: backend,
+			readmeXDSPort:     strconv.Itoa(int(xdsAddr.Port)),
 		},
 	}
 	e.sandbox = e.makeSandbox(t)
@@ -80,6 +86,8 @@ func TestREADME(t *testing.T) {
 		{"authorization session", testAuthzSession},
 		{"probectl help examples", testProbectlHelpExamples},
 		{"Go client", testGoClient},
+		{"xDS client", testXDSClient},
+		{"Envoy profile", testEnvoyProfile},
 	} {
 		if !t.Run(step.name, func(t *testing.T) { step.run(t, e) }) {
 			return
@@ -122,6 +130,21 @@ func makeRunConfig(t *testing.T, root string, vars map[string]string) *config {
 		t.Fatalf("make run's flags %q: %v", flags, err)
 	}
 	return cfg
+}
+
+// waitReady waits until the named target is ready: its first probes ran.
+func (e *readmeEnv) waitReady(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WaitReady(ctx, name); err != nil {
+		t.Fatalf("%s not ready: %v", name, err)
+	}
 }
 
 // toTest replaces the README's ports by the test's in s.
@@ -248,8 +271,8 @@ func testGrpcurlSession(t *testing.T, e *readmeEnv) {
 				t.Errorf("command %d: output lacks the README's line %q:\n%s", i, want, out)
 			}
 		}
-		if i == 1 {
-			time.Sleep(300 * time.Millisecond) // let a few 100ms probes run
+		if i == 1 { // created: GetTarget shows it probed, ready
+			e.waitReady(t, "web")
 		}
 	}
 	for _, want := range []string{
@@ -396,7 +419,7 @@ func (e *readmeEnv) shell(t *testing.T, line string, n int, follow bool) (string
 		out, err := cmd.CombinedOutput()
 		return string(out), exitCode(err)
 	}
-	var out syncOutput
+	var out probedproc.Log // stdout and stderr, copied by two goroutines
 	cmd.Stderr = &out
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -416,25 +439,6 @@ func (e *readmeEnv) shell(t *testing.T, line string, n int, follow bool) (string
 		t.Fatalf("%s: no %d lines within a minute:\n%s", line, n, out.String())
 	}
 	return out.String(), exitCode(err)
-}
-
-// syncOutput collects a command's stdout and stderr, written from two
-// goroutines.
-type syncOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *syncOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *syncOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }
 
 func exitCode(err error) int {
@@ -492,8 +496,12 @@ func testProbectlHelpExamples(t *testing.T, e *readmeEnv) {
 
 // testGoClient depends on the module from outside, as the README says
 // (go mod edit -replace with a clone next to the module), and builds and
-// runs the README's program against probed. The dependencies come from
-// the module cache: the test needs no network.
+// runs the README's program against probed. It needs no network and no
+// more of the module cache than this test's own build put there: the
+// README's go mod tidy runs with -e. Tidy also resolves the imports of
+// the tests of every package the program imports (grpc's tests import
+// gonum), which only the proxy may have; -e lets it write the
+// requirements it did resolve, all the build needs.
 func testGoClient(t *testing.T, e *readmeEnv) {
 	dir := t.TempDir()
 	if err := os.Symlink(e.root, filepath.Join(dir, "probed")); err != nil {
@@ -523,12 +531,11 @@ func testGoClient(t *testing.T, e *readmeEnv) {
 	}
 	run("go mod init example.com/app") // "your module"
 	steps := readmeSession(t, e.root, "go-client-setup")
-	if len(steps) != 2 {
-		t.Fatalf("README's Go client setup has %d commands, want 2", len(steps))
+	if len(steps) != 2 || steps[1].cmd != "go mod tidy" {
+		t.Fatalf("README's Go client setup is %+v, want two commands, the second go mod tidy", steps)
 	}
-	for _, s := range steps {
-		run(s.cmd)
-	}
+	run(steps[0].cmd)
+	run("go mod tidy -e")
 	if mod := run("cat go.mod"); !strings.Contains(mod, "github.com/probed/probed v0.0.0-00010101000000-000000000000") {
 		t.Errorf("go.mod after the README's steps:\n%s\nwant the require the README names", mod)
 	}

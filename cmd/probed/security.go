@@ -69,7 +69,7 @@ type securityConfig struct {
 	reloadInterval  time.Duration
 
 	allowTargets  prefixList
-	denyTargets   prefixList
+	denyTargets   denyList
 	execAllowlist commaList
 	allowedHosts  commaList
 	allowSelf     bool
@@ -78,6 +78,8 @@ type securityConfig struct {
 	maxWatchers            int
 	maxWatchersPerClient   optionalInt // unset: watchersPerClient's default
 	maxRequestBytes        int
+	maxApplyBytes          int
+	maxAppliesPerClient    int
 	registrationsPerSecond float64
 	registrationsBurst     int
 
@@ -101,7 +103,7 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.reloadInterval, "reload-interval", auth.DefaultReloadInterval, "how often the certificate, client CA and token files are checked for changes")
 	c.denyTargets.set(check.DefaultDeny())
 	fs.Var(&c.allowTargets, "allow-targets", "comma-separated CIDRs probes may connect to; empty: all not denied")
-	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default; \"\" denies nothing)")
+	fs.Var(&c.denyTargets, "deny-targets", "comma-separated CIDRs probes may never connect to (replaces the default: keep the metadata entries you need; none denies nothing, an empty value is refused)")
 	fs.BoolVar(&c.allowSelf, "allow-self-probes", false, "allow probes of probed's own status page (--ui-addr) and metrics (--metrics-addr) listeners, which are refused by default: each such probe makes probed serve a whole event stream or metrics scrape")
 	fs.Var(&c.execAllowlist, "exec-allowlist", "comma-separated commands (exact command[0]) exec probes may run; empty: any (with --allow-exec)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names the status page and metrics may be reached by, besides IP addresses, localhost and the names they listen on (a DNS-rebinding guard); * allows any")
@@ -109,7 +111,9 @@ func (c *securityConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxWatchers, "max-watchers", defaultMaxWatchers, "maximum number of Watch streams open at once (0: no limit)")
 	fs.Var(&c.maxWatchersPerClient, "max-watchers-per-client", "maximum number of Watch streams and status-page event streams one client identity may have open at once (default a quarter of --max-watchers; 0: no limit but --max-watchers)")
 	fs.IntVar(&c.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "largest request message accepted, in bytes")
-	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, "CreateTarget, UpdateTarget, TriggerProbe, ResetTarget and ApplyTargets calls allowed per second per client (0: no limit)")
+	fs.IntVar(&c.maxApplyBytes, "max-apply-bytes", server.DefaultMaxApplyBytes, "largest ApplyTargets set, in bytes of its messages")
+	fs.IntVar(&c.maxAppliesPerClient, "max-applies-per-client", server.DefaultMaxAppliesPerClient, "ApplyTargets calls one client identity may have open at once")
+	fs.Float64Var(&c.registrationsPerSecond, "registrations-per-second", defaultRegistrationsPerSecond, fmt.Sprintf("CreateTarget, UpdateTarget, TriggerProbe, ResetTarget and ApplyTargets calls allowed per second per client, an ApplyTargets set counting one more per %d targets beyond the first %d (0: no limit)", server.ApplyTargetsPerToken, server.ApplyTargetsPerToken))
 	fs.IntVar(&c.registrationsBurst, "registrations-burst", defaultRegistrationsBurst, "size of each client's bucket: how many such calls it may make at once before --registrations-per-second applies")
 	fs.IntVar(&c.maxStreamsPerConnection, "max-streams-per-connection", defaultMaxStreamsPerConnection, "maximum number of calls (streams) open at once on one API connection")
 	fs.IntVar(&c.maxConnections, "max-connections", defaultMaxConnections, "maximum number of API connections open at once (0: no limit)")
@@ -140,6 +144,10 @@ func (c *securityConfig) validate(listeners []listener) error {
 		return fmt.Errorf("--max-watchers-per-client %d: must not be negative", c.maxWatchersPerClient.n)
 	case c.maxRequestBytes < 1024:
 		return fmt.Errorf("--max-request-bytes %d: must be at least 1024", c.maxRequestBytes)
+	case c.maxApplyBytes < c.maxRequestBytes:
+		return fmt.Errorf("--max-apply-bytes %d: must be at least --max-request-bytes (%d)", c.maxApplyBytes, c.maxRequestBytes)
+	case c.maxAppliesPerClient < 1:
+		return fmt.Errorf("--max-applies-per-client %d: must be at least 1", c.maxAppliesPerClient)
 	case c.registrationsPerSecond < 0:
 		return fmt.Errorf("--registrations-per-second %v: must not be negative", c.registrationsPerSecond)
 	case c.registrationsBurst < 1:
@@ -213,6 +221,7 @@ type security struct {
 	tokens *auth.Tokens // nil without token authentication
 	policy *auth.Policy // nil without --authz-policy
 	authn  *auth.Authenticator
+	limit  *auth.Limiter // nil without --registrations-per-second
 
 	guard *hostguard.Guard    // Host and Origin checks of the HTTP listeners
 	conns *connlimit.Listener // the API's listener, set by listen
@@ -263,12 +272,16 @@ func newSecurity(cfg *config, log *slog.Logger) (*security, error) {
 		Logger:      log,
 	}
 	if sc.registrationsPerSecond > 0 {
-		ao.Limiter = auth.NewLimiter(sc.registrationsPerSecond, sc.registrationsBurst, nil)
+		s.limit = auth.NewLimiter(sc.registrationsPerSecond, sc.registrationsBurst, nil)
+		ao.Limiter = s.limit
 		ao.LimitHelp = fmt.Sprintf("--registrations-per-second %g, --registrations-burst %d", sc.registrationsPerSecond, sc.registrationsBurst)
 	}
 	s.authn = auth.New(ao)
 	var pages []string // the HTTP listeners: all but the API's
 	for _, l := range cfg.listeners()[1:] {
+		if l.flag == xdsFlag {
+			continue // gRPC, not HTTP
+		}
 		pages = append(pages, l.addr)
 	}
 	s.guard = hostguard.New(pages, sc.allowedHosts)
@@ -287,6 +300,50 @@ func (s *security) authorizer() server.Authorizer {
 		return nil
 	}
 	return s.policy
+}
+
+// serverOptions are the server's options of the API's protection: the
+// authorization policy, the rate limit and the bounds of ApplyTargets.
+func (s *security) serverOptions(o server.Options) server.Options {
+	o.Authorizer = s.authorizer()
+	if s.limit != nil {
+		o.Limiter = s.limit
+	}
+	o.MaxApplyBytes, o.MaxAppliesPerClient = s.cfg.maxApplyBytes, s.cfg.maxAppliesPerClient
+	return o
+}
+
+// scrapersOnly guards a handler of the metrics listener (/metrics, the
+// --pprof profiles): under --authz-policy only an identity granted the
+// metrics verb reaches it, others get 403; without a policy every
+// authenticated caller does. Serve h behind protect, which puts the
+// caller's identity in the request's context.
+func (s *security) scrapersOnly(h http.Handler) http.Handler {
+	return s.granted(auth.VerbMetrics, "scrape metrics", h)
+}
+
+// readersOnly guards the status page: under --authz-policy only an
+// identity granted read on some name reaches it (its figures are about
+// every target); without a policy every authenticated caller does.
+func (s *security) readersOnly(h http.Handler) http.Handler {
+	return s.granted(auth.VerbRead, "see the status page", h)
+}
+
+// granted is h for callers the policy grants verb on some name; others
+// get 403 saying they may not do what.
+func (s *security) granted(verb, what string, h http.Handler) http.Handler {
+	if s.policy == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := engine.ClientFrom(r.Context())
+		if !s.policy.AllowedAny(id, verb) {
+			s.log.Debug("HTTP request refused: not authorized", "path", r.URL.Path, "identity", id, "verb", verb)
+			http.Error(w, fmt.Sprintf("%q may not %s: --authz-policy grants it no %s verb", id, what, verb), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // readFilter is the status page's read filter of a request's caller
@@ -316,6 +373,12 @@ func (s *security) warn(cfg *config) {
 			s.log.Warn("serving TLS without authentication on a non-loopback address: any client can use probed", "flag", l.flag, "addr", l.addr)
 		}
 	}
+	policy := check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets.prefixList}
+	for _, a := range metadataAddresses {
+		if policy.Check(a) == nil {
+			s.log.Warn("probes may reach a cloud metadata address: --deny-targets does not cover it (the default does)", "addr", a, "deny_targets", s.cfg.denyTargets.String())
+		}
+	}
 	if len(s.cfg.execAllowlist) > 0 && !cfg.allowExec {
 		s.log.Warn("--exec-allowlist has no effect without --allow-exec: exec probes are refused")
 	}
@@ -325,18 +388,28 @@ func (s *security) warn(cfg *config) {
 // IP address, not yet authenticated, and in time to a first
 // authenticated call: see grpcOptions).
 func (s *security) listen(addr string) (net.Listener, error) {
+	lis, err := s.listenGRPC(addr)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = lis
+	return lis, nil
+}
+
+// listenGRPC opens a gRPC listener bounded as the API's (the xDS one
+// shares its flags); serve it with grpcOptionsOn.
+func (s *security) listenGRPC(addr string) (*connlimit.Listener, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s.conns = connlimit.Wrap(lis, connlimit.Options{
+	return connlimit.Wrap(lis, connlimit.Options{
 		Max:         s.cfg.maxConnections,
 		PerIP:       s.cfg.maxConnectionsPerIP,
 		Pending:     s.cfg.maxUnauthenticated,
 		AdmitWithin: s.cfg.firstCallTimeout,
 		Logger:      s.log,
-	})
-	return s.conns, nil
+	}), nil
 }
 
 // listenHTTP opens the listener of an HTTP endpoint (the status page, the
@@ -369,7 +442,10 @@ func (s *security) connectionStats() probedtel.ConnectionStats {
 // Calls are authenticated from their headers (InTapHandle), before a
 // handler goroutine starts or a message is read, and a call let through
 // admits its connection (listen).
-func (s *security) grpcOptions() []grpc.ServerOption {
+func (s *security) grpcOptions() []grpc.ServerOption { return s.grpcOptionsOn(s.conns) }
+
+// grpcOptionsOn are grpcOptions for a server on conns (listenGRPC).
+func (s *security) grpcOptionsOn(conns *connlimit.Listener) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.maxRequestBytes),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
@@ -380,20 +456,17 @@ func (s *security) grpcOptions() []grpc.ServerOption {
 			Time:              keepaliveTime,
 			Timeout:           keepaliveTimeout,
 		}),
-		grpc.InTapHandle(s.authn.InHandle(s.admit)),
+		grpc.InTapHandle(s.authn.InHandle(func(ctx context.Context) {
+			// A call that passed authentication admits its connection.
+			if p, ok := peer.FromContext(ctx); ok && conns != nil {
+				conns.Admit(p.Addr)
+			}
+		})),
 	}
 	if s.certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.TLSConfig())))
 	}
 	return append(opts, s.authn.ServerOptions()...)
-}
-
-// admit tells the connection limits that the connection of a call that
-// passed authentication is admitted.
-func (s *security) admit(ctx context.Context) {
-	if p, ok := peer.FromContext(ctx); ok && s.conns != nil {
-		s.conns.Admit(p.Addr)
-	}
 }
 
 // listening records an HTTP listener of probed's (the status page, the
@@ -412,7 +485,7 @@ func (s *security) tlsConfig() *tls.Config {
 // configure applies the limits and the target policy to the engine and the
 // checkers.
 func (s *security) configure(eo *engine.Options, co *check.Options) {
-	policy := &check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets}
+	policy := &check.Policy{Allow: s.cfg.allowTargets, Deny: s.cfg.denyTargets.prefixList}
 	if !s.cfg.allowSelf {
 		policy.Own = s.own
 	}
@@ -495,6 +568,51 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
 	}
 	return p, nil
+}
+
+// denyList is --deny-targets: a prefixList that is never empty by
+// accident. An empty value (`--deny-targets=`, `deny-targets: []` in a
+// file) is refused, since it would let probes reach the cloud metadata
+// addresses the default denies; "none" says that deliberately.
+type denyList struct{ prefixList }
+
+// denyNothing is the value of a deny list that denies nothing.
+const denyNothing = "none"
+
+func (l *denyList) String() string {
+	if l == nil {
+		return ""
+	}
+	if len(l.prefixList) == 0 {
+		return denyNothing
+	}
+	return l.prefixList.String()
+}
+
+func (l *denyList) Set(v string) error {
+	if strings.TrimSpace(v) == denyNothing {
+		l.prefixList = prefixList{}
+		return nil
+	}
+	var p prefixList
+	if err := p.Set(v); err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return fmt.Errorf("would deny nothing, the cloud metadata addresses of the default (169.254.169.254, fd00:ec2::254, 100.100.100.200) included: "+
+			"list the prefixes to deny, or say --deny-targets=%s to deny nothing", denyNothing)
+	}
+	l.prefixList = p
+	return nil
+}
+
+// metadataAddresses are the cloud metadata services' addresses: the
+// default deny list covers them, and probed warns when the policy lets
+// probes reach one.
+var metadataAddresses = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
 }
 
 // optionalInt is an int flag that knows whether it was set.

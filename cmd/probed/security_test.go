@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -169,23 +171,65 @@ func TestSecurityFlagDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := cfg.security
-	if !slices.Equal(sc.denyTargets, check.DefaultDeny()) || len(sc.allowTargets) != 0 {
+	if !slices.Equal(sc.denyTargets.prefixList, check.DefaultDeny()) || len(sc.allowTargets) != 0 {
 		t.Errorf("policy = allow %v deny %v, want allow all but check.DefaultDeny()", sc.allowTargets, sc.denyTargets)
 	}
 	if cfg.maxTargets != 100_000 || sc.maxWatchers != 1000 || sc.watchersPerClient() != 250 || sc.maxStreamsPerConnection != 100 || sc.maxRequestBytes != 1<<20 ||
 		sc.registrationsPerSecond != 100 || sc.registrationsBurst != 200 || sc.maxTargetsPerClient != 0 || !sc.openHealth {
 		t.Errorf("defaults: max-targets %d, %+v", cfg.maxTargets, sc)
 	}
-	cfg, err = parseFlags([]string{"--deny-targets", "", "--allow-targets", "10.0.0.0/8, 192.168.1.1 ,fd00::/8", "--exec-allowlist", "/bin/true, pg_isready"}, io.Discard)
+	cfg, err = parseFlags([]string{"--deny-targets", "none", "--allow-targets", "10.0.0.0/8, 192.168.1.1 ,fd00::/8", "--exec-allowlist", "/bin/true, pg_isready"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"), netip.MustParsePrefix("fd00::/8")}
-	if !slices.Equal(cfg.security.allowTargets, want) || len(cfg.security.denyTargets) != 0 {
+	if !slices.Equal(cfg.security.allowTargets, want) || len(cfg.security.denyTargets.prefixList) != 0 {
 		t.Errorf("allow %v deny %v, want allow %v, deny nothing", cfg.security.allowTargets, cfg.security.denyTargets, want)
 	}
 	if got := []string(cfg.security.execAllowlist); !slices.Equal(got, []string{"/bin/true", "pg_isready"}) {
 		t.Errorf("exec allowlist = %q", got)
+	}
+}
+
+// TestDenyTargetsNeverEmptyByAccident: an empty --deny-targets (which
+// would let probes reach the cloud metadata addresses) is refused, on
+// the command line and in a file; "none" denies nothing deliberately,
+// and probed warns at start when the policy lets probes reach a metadata
+// address.
+func TestDenyTargetsNeverEmptyByAccident(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--deny-targets", ""}, {"--deny-targets", " , "}, {"--config", writeConfig(t, "deny-targets: []\n")}, {"--config", writeConfig(t, "deny-targets: ''\n")}} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "--deny-targets=none") {
+			t.Errorf("parseFlags(%q) = %v, want an error saying --deny-targets=none", args, err)
+		}
+	}
+	cfg, err := parseFlags([]string{"--deny-targets", "none"}, io.Discard)
+	if err != nil || len(cfg.security.denyTargets.prefixList) != 0 || cfg.security.denyTargets.String() != "none" {
+		t.Fatalf("--deny-targets none = %v (%v), want an empty list shown as none", cfg.security.denyTargets.prefixList, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		warn bool
+	}{
+		{nil, false},
+		{[]string{"--deny-targets", "none"}, true},
+		{[]string{"--deny-targets", "10.0.0.0/8"}, true},
+		{[]string{"--deny-targets", "none", "--allow-targets", "10.0.0.0/8"}, false},
+		{[]string{"--deny-targets", "169.254.169.254/32,fd00:ec2::254/128,100.100.100.200/32"}, false},
+	} {
+		cfg, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		sec, err := newSecurity(cfg, slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec.close()
+		if got := strings.Contains(log.String(), "cloud metadata address"); got != tt.warn {
+			t.Errorf("%q: warned about metadata addresses %v, want %v; log:\n%s", tt.args, got, tt.warn, log.String())
+		}
 	}
 }
 
@@ -443,10 +487,14 @@ func TestCredentialsReloadWithoutRestart(t *testing.T) {
 	// until both match.
 	next := p.ca.Server(t, "server-2")
 	testpki.WriteFile(t, p.dir, "server.key", next.KeyPEM)
-	time.Sleep(150 * time.Millisecond)
-	if cn := serverCN(t, addr, p); cn != "server-1" {
-		t.Fatalf("with a mismatched key the server presents %q, want server-1 still", cn)
-	}
+	// For three reload intervals (50 ms): a reload that took the
+	// mismatched pair would have shown by then.
+	poll.Every(50*time.Millisecond).Holds(t, "the old certificate served with a mismatched key", 150*time.Millisecond, func() string {
+		if cn := serverCN(t, addr, p); cn != "server-1" {
+			return "the server presents " + cn
+		}
+		return ""
+	})
 	testpki.WriteFile(t, p.dir, "server.crt", next.CertPEM)
 	eventually(t, "the new certificate served", func() bool { return serverCN(t, addr, p) == "server-2" })
 	if _, err := alice.Get(callCtx(t), "a"); err != nil {

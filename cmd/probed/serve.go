@@ -75,7 +75,6 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	engOpts := engine.Options{
 		Clock:            clockwork.NewRealClock(),
 		Store:            be.store,
-		Owns:             be.owns,
 		MayProbe:         be.mayProbe,
 		Observer:         tel.engineObserver(),
 		Logger:           log,
@@ -116,17 +115,19 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		_ = lis.Close()
 		return err
 	}
-	// The service's own options after authentication's (GRPCOptions).
-	g := grpc.NewServer(slices.Concat(sec.grpcOptions(), tel.grpcOptions(), server.GRPCOptions())...)
-	server.New(eng, server.Options{
-		Logger:     log,
-		Observer:   tel.serverObserver(),
-		Forwarder:  be.forward,
-		Replicas:   be.replicas,
-		ReplicaID:  be.replica,
-		Addr:       lis.Addr().String(),
-		Authorizer: sec.authorizer(),
-	}).Register(g)
+	// The per-call metrics first (a call refused by authentication counts
+	// too), the service's own options after authentication's
+	// (GRPCOptions).
+	g := grpc.NewServer(slices.Concat(tel.grpcOptions(), sec.grpcOptions(), server.GRPCOptions())...)
+	srv := server.New(eng, sec.serverOptions(server.Options{
+		Logger:    log,
+		Observer:  tel.serverObserver(),
+		Forwarder: be.forward,
+		Replicas:  be.replicas,
+		ReplicaID: be.replica,
+		Addr:      lis.Addr().String(),
+	}))
+	srv.Register(g)
 	if be.health != nil {
 		// In cluster mode, NOT_SERVING while the replica's lease is lost.
 		be.health.attach(func(serving bool) { healthSrv.set("lease", !serving) })
@@ -142,9 +143,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	wg.Go(func() {
 		select {
 		case <-eng.Running():
+			endStartupGC()
+			releaseStartupHeap()
 		case <-engineCtx.Done():
+			endStartupGC()
 		}
-		endStartupGC()
 	})
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- g.Serve(lis) })
@@ -156,6 +159,11 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if be.join != nil {
 		wg.Go(func() { clusterErr <- be.join(clusterCtx, eng) })
 	}
+	if be.resumeEvery > 0 {
+		// Stops with the membership; an apply it runs then ends with
+		// the engine (or its lock, at the lease's revocation).
+		wg.Go(func() { srv.ResumeApplies(clusterCtx, be.resumeEvery) })
+	}
 	waitUI, err := startUI(engineCtx, cfg, eng, be, sec, lis.Addr().String(), log)
 	if err != nil {
 		stopCluster()
@@ -165,7 +173,18 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 		return err
 	}
 
-	log.Info("probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", buildVersion()}, be.where...)...)
+	stopXDS, err := startXDS(engineCtx, cfg, eng, sec, tel, log)
+	if err != nil {
+		stopCluster()
+		stopEngine()
+		g.Stop()
+		wg.Wait()
+		waitUI()
+		return err
+	}
+
+	// Written at every --log-level: whoever started probed waits for it.
+	log.InfoContext(announcing(ctx), "probed serving", append([]any{"addr", lis.Addr().String(), "feature_gates", cfg.gates.String(), "version", buildVersion()}, be.where...)...)
 	if ready != nil {
 		ready(lis.Addr())
 	}
@@ -205,6 +224,7 @@ func serve(ctx context.Context, cfg *config, ready func(addr net.Addr)) error {
 	if err := <-engineErr; err != nil && runErr == nil {
 		runErr = err
 	}
+	stopXDS(deadline)
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {

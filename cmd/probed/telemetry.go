@@ -16,6 +16,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/server"
 	probedtel "github.com/probed/probed/telemetry"
+	"github.com/probed/probed/xds"
 )
 
 // metricsPath is where the metrics listener serves Prometheus.
@@ -37,7 +38,7 @@ type telemetryConfig struct {
 
 func (c *telemetryConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9464", `listen address of the Prometheus endpoint (path `+metricsPath+`); "" disables it`)
-	fs.BoolVar(&c.targetLabel, "metrics-target-label", false, "add a target label to the per-probe metrics (one series per target: mind the cardinality)")
+	fs.BoolVar(&c.targetLabel, "metrics-target-label", false, "add a target label to the per-probe metrics (one series per target: mind the cardinality). It names every target to whoever may scrape "+metricsPath+": with --authz-policy, grant the metrics verb only to identities that may know every name")
 	fs.Float64Var(&c.traceRatio, "trace-ratio", 0, "fraction of probe executions traced, 0 to 1 (spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.BoolVar(&c.propagate, "trace-propagate", false, "send the W3C trace context (traceparent) to HTTP probe targets")
 	fs.BoolVar(&c.pprof, "pprof", false, "also serve the Go runtime's profiles (net/http/pprof) under "+pprofPath+" on --metrics-addr, protected as "+metricsPath+" is")
@@ -69,7 +70,8 @@ type telemetry struct {
 
 // startTelemetry sets up metrics and traces as cfg says and starts serving
 // the metrics on --metrics-addr, protected as the API is (sec: its TLS
-// certificate, client CA and authentication).
+// certificate, client CA and authentication) and, under --authz-policy,
+// to identities granted the metrics verb only.
 func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.Logger) (*telemetry, error) {
 	c := &cfg.telemetry
 	tel, err := probedtel.New(ctx, probedtel.Config{
@@ -94,7 +96,7 @@ func startTelemetry(ctx context.Context, cfg *config, sec *security, log *slog.L
 	}
 	sec.listening("--metrics-addr", lis.Addr())
 	mux := http.NewServeMux()
-	protect := func(h http.Handler) http.Handler { return sec.protectOn(lis, h) }
+	protect := func(h http.Handler) http.Handler { return sec.protectOn(lis, sec.scrapersOnly(h)) }
 	mux.Handle("GET "+metricsPath, protect(tel.Handler()))
 	if c.pprof {
 		handlePprof(mux, protect)
@@ -135,7 +137,8 @@ func (t *telemetry) engineObserver() engine.Observer { return t.tel.Observer() }
 // serverObserver observes Watch streams.
 func (t *telemetry) serverObserver() server.Observer { return t.tel.ServerObserver() }
 
-// grpcOptions instrument the gRPC server (otelgrpc spans and metrics).
+// grpcOptions instrument the gRPC server (per-call metrics, and otelgrpc
+// spans when traces are made); pass them first.
 func (t *telemetry) grpcOptions() []grpc.ServerOption { return t.tel.GRPCServerOptions() }
 
 // inject propagates trace context into HTTP probes (nil: none).
@@ -152,6 +155,20 @@ func (t *telemetry) observeCluster(stats func() probedtel.ClusterStats) error {
 // observeConnections reports the API listener's connection figures.
 func (t *telemetry) observeConnections(stats func() probedtel.ConnectionStats) error {
 	return t.tel.ObserveConnections(stats)
+}
+
+// observeXDS reports the xDS server's figures.
+func (t *telemetry) observeXDS(stats func() xds.Stats) error {
+	return t.tel.ObserveXDS(func() probedtel.XDSStats {
+		s := stats()
+		st := probedtel.XDSStats{Streams: s.Streams, ACKs: s.ACKs, NACKs: s.NACKs, Services: s.Services,
+			Endpoints: s.Endpoints, Excluded: s.Excluded, Pushes: make(map[string]uint64), PushBytes: make(map[string]uint64)}
+		for typ, n := range s.Pushes {
+			st.Pushes[xds.TypeName(typ)] += n
+			st.PushBytes[xds.TypeName(typ)] += s.PushBytes[typ]
+		}
+		return st
+	})
 }
 
 // grpcClientOptions instrument a gRPC client (etcd's): per-call metrics.

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,9 +19,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	probev1 "github.com/probed/probed/proto/probe/v1"
-
+	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/poll"
+	"github.com/probed/probed/internal/testpki"
+	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 func TestMetricsEndpoint(t *testing.T) {
@@ -164,4 +166,60 @@ func getWithToken(t *testing.T, hc *http.Client, url, token string) (int, string
 		t.Fatalf("GET %s: reading the body: %v", url, err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// TestMetricsVerb: under --authz-policy, /metrics and the profiles are
+// for identities granted the metrics verb alone (403 for the others,
+// whatever else they may do), and an identity granted only metrics gets
+// nothing else: no status page, no replicas, no write, no target.
+func TestMetricsVerb(t *testing.T) {
+	const promToken = "prometheus-0123456789ab"
+	policy := testpki.WriteFile(t, t.TempDir(), "policy.yaml", []byte(`rules:
+  - {identities: [alice], names: [""], verbs: [read, write, operate]}
+  - {identities: [prometheus], names: [""], verbs: [metrics]}
+`))
+	cfg := testConfig(t, "--pprof", "--ui-addr", "127.0.0.1:0", "--auth-token-file", tokenFile(t, aliceToken+" alice", promToken+" prometheus"),
+		"--authz-policy", policy)
+	metricsAddr, uiAddr := make(chan net.Addr, 1), make(chan net.Addr, 1)
+	cfg.telemetry.listening = func(a net.Addr) { metricsAddr <- a }
+	cfg.ui.listening = func(a net.Addr) { uiAddr <- a }
+	addr := startServer(t, cfg)
+	metrics, page := "http://"+(<-metricsAddr).String(), "http://"+(<-uiAddr).String()
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	tests := []struct {
+		url, token string
+		want       int
+	}{
+		{metrics + "/metrics", promToken, http.StatusOK},
+		{metrics + "/debug/pprof/heap?debug=1", promToken, http.StatusOK},
+		{metrics + "/metrics", aliceToken, http.StatusForbidden},
+		{metrics + "/debug/pprof/heap?debug=1", aliceToken, http.StatusForbidden},
+		{metrics + "/metrics", "", http.StatusUnauthorized},
+		{page + "/", aliceToken, http.StatusOK},
+		{page + "/", promToken, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		if code, body := getWithToken(t, hc, tt.url, tt.token); code != tt.want {
+			t.Errorf("GET %s with %.10q: %d, want %d\n%.300s", tt.url, tt.token, code, tt.want, body)
+		}
+	}
+
+	alice := dialClient(t, addr, client.WithToken(aliceToken))
+	if _, err := alice.Create(t.Context(), &probev1.Target{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	prom := dialClient(t, addr, client.WithToken(promToken))
+	if _, err := prom.Create(t.Context(), &probev1.Target{Name: "other"}); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Errorf("CreateTarget as prometheus = %v, want PermissionDenied", err)
+	}
+	if _, err := prom.Get(t.Context(), "web"); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Errorf("GetTarget as prometheus = %v, want PermissionDenied", err)
+	}
+	if ts, err := prom.ListAll(t.Context(), nil); err != nil || len(ts) > 0 {
+		t.Errorf("ListTargets as prometheus = %v (%v), want none", ts, err)
+	}
+	if _, err := prom.Replicas(t.Context()); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Errorf("ListReplicas as prometheus = %v, want PermissionDenied", err)
+	}
 }

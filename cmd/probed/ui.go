@@ -65,7 +65,7 @@ func startUI(ctx context.Context, cfg *config, eng *engine.Engine, be *backend, 
 	}
 	page := ui.New(eng, opts)
 	srv := &http.Server{
-		Handler:           sec.protectOn(lis, page),
+		Handler:           sec.protectOn(lis, sec.readersOnly(page)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Requests end with ctx, so event streams end when probed stops.

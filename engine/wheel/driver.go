@@ -158,7 +158,10 @@ func (w *Wheel) pass(fired bool) (again bool) {
 // fake clock that then stands still, never. So the clock is read again
 // once the timer is set, and the timer set again from that reading if it
 // moved; if next has begun by then, the timer is stopped and the driver
-// woken instead (and armLocked reports false).
+// woken instead (and armLocked reports false). Until that second reading,
+// a fake clock counts the driver as parked on the timer set from the
+// first, though work may be due: a test that moves the clock while the
+// driver arms waits for the work's effect, not for the driver to park.
 func (w *Wheel) armLocked(next int64) bool {
 	d := &w.drv
 	if d.armed && next == d.armedTick {

@@ -10,9 +10,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/probed/probed/internal/keyspace"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 	"github.com/probed/probed/store/codec"
-	storeetcd "github.com/probed/probed/store/etcd"
 )
 
 // checkReadiness waits until every running replica reports each fleet
@@ -68,7 +68,7 @@ func (s *soak) checkWatchers(ctx context.Context, rep *Report) {
 		return
 	}
 	upTo := resp.Header.Revision
-	pos := storeetcd.Position(upTo)
+	pos := keyspace.Position(upTo)
 	// A create after it: each watcher goes past pos without waiting for
 	// a progress message.
 	for _, r := range s.replicas {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/etcdtest"
 )
 
 // foreignPrefix is the keys of another user of the same etcd, outside
@@ -29,7 +31,7 @@ type foreign struct {
 }
 
 func startForeign(ctx context.Context, endpoints []string) (*foreign, error) {
-	cli, err := newEtcdClient(endpoints...)
+	cli, err := etcdtest.NewClient(endpoints...)
 	if err != nil {
 		return nil, err
 	}

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,19 +19,21 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/probed/probed/internal/poll"
+	"github.com/probed/probed/internal/probedproc"
+	"github.com/probed/probed/internal/procs"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
-// BuildProbed builds probed (the package at pkg, e.g.
-// "github.com/probed/probed/cmd/probed") into dir, stamped with a version
-// that names slot 0; Run copies it once per replica slot with the slot's
-// version in place (same length), so each replica's probes say in their
-// User-Agent which replica sent them.
-func BuildProbed(ctx context.Context, pkg, dir string) (string, error) {
-	bin := filepath.Join(dir, "probed")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+replicaVersion(0), "-o", bin, pkg)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+// BuildProbed builds probed (probedproc.BuildVersion) into dir, stamped
+// with a version that names slot 0; Run copies it once per replica slot
+// with the slot's version in place (same length), so each replica's
+// probes say in their User-Agent which replica sent them.
+func BuildProbed(ctx context.Context, dir string) (string, error) {
+	var out bytes.Buffer
+	bin, err := probedproc.BuildVersion(ctx, dir, replicaVersion(0), &out)
+	if err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out.Bytes())
 	}
 	return bin, nil
 }
@@ -62,9 +62,8 @@ type replica struct {
 	metrics string
 	logPath string
 
-	mu       sync.Mutex // guards the fields below
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	mu       sync.Mutex          // guards the fields below
+	proc     *probedproc.Process // nil when it does not run
 	paused   bool
 	conn     *grpc.ClientConn
 	started  time.Time
@@ -84,7 +83,7 @@ func (r *replica) state() replicaState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.cmd == nil:
+	case r.proc == nil:
 		return down
 	case r.paused:
 		return paused
@@ -100,53 +99,49 @@ func (r *replica) start(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(logf, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(r.bin, r.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := probedproc.Start(r.bin, r.args, probedproc.Options{Output: logf})
+	if err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("%s: %w", r.id, err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
+	go func() { // its output is copied until it has exited
+		<-proc.Exited()
 		_ = logf.Close()
-		close(exited)
 	}()
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
+		_ = proc.Kill()
 		return err
 	}
 	r.mu.Lock()
-	if r.cmd != nil || !r.started.IsZero() {
+	if r.proc != nil || !r.started.IsZero() {
 		r.restarts++
 	}
-	r.cmd, r.exited, r.conn, r.paused, r.started = cmd, exited, conn, false, time.Now()
+	r.proc, r.conn, r.paused, r.started = proc, conn, false, time.Now()
 	r.mu.Unlock()
+	// Served when it answers a call (its log level may hide "probed
+	// serving"), or gone.
 	svc := probev1.NewProbeServiceClient(conn)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var last error
+	err = poll.Every(20*time.Millisecond).Wait(r.id+" answering a call", 2*time.Minute, func() bool {
+		if !proc.Running() {
+			return true
+		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := svc.ListTargets(cctx, &probev1.ListTargetsRequest{PageSize: 1})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			r.forget()
-			return fmt.Errorf("%s exited at start; its log: %s", r.id, r.logPath)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer within 2m: %w", r.id, err)
-		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
+		defer cancel()
+		_, last = svc.ListTargets(cctx, &probev1.ListTargetsRequest{PageSize: 1})
+		return last == nil || ctx.Err() != nil
+	})
+	switch {
+	case !proc.Running():
+		r.forget()
+		return fmt.Errorf("%s exited at start; its log: %s", r.id, r.logPath)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return fmt.Errorf("%w: %w", err, last)
 	}
+	return nil
 }
 
 // forget drops the process (it exited).
@@ -156,20 +151,18 @@ func (r *replica) forget() {
 	if r.conn != nil {
 		_ = r.conn.Close()
 	}
-	r.cmd, r.conn, r.paused = nil, nil, false
+	r.proc, r.conn, r.paused = nil, nil, false
 }
 
 // kill ends the process with SIGKILL and waits until it has exited.
 func (r *replica) kill() {
 	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
+	proc := r.proc
 	r.mu.Unlock()
-	if cmd == nil {
+	if proc == nil {
 		return
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	<-exited
+	_ = proc.Kill()
 	r.forget()
 }
 
@@ -177,28 +170,23 @@ func (r *replica) kill() {
 // after limit.
 func (r *replica) terminate(limit time.Duration) error {
 	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
+	proc := r.proc
 	r.mu.Unlock()
-	if cmd == nil {
+	if proc == nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
 	defer r.forget()
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(limit):
-		_ = cmd.Process.Kill()
-		<-exited
+	if err := proc.Stop(limit); errors.Is(err, procs.ErrKilled) {
 		return fmt.Errorf("%s did not stop within %v of SIGTERM", r.id, limit)
 	}
+	return nil
 }
 
 // pause stops (SIGSTOP) or continues (SIGCONT) the process.
 func (r *replica) pause(stop bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd == nil {
+	if r.proc == nil {
 		return fmt.Errorf("%s is not running", r.id)
 	}
 	sig := syscall.SIGCONT
@@ -206,7 +194,7 @@ func (r *replica) pause(stop bool) error {
 		sig = syscall.SIGSTOP
 	}
 	r.paused = stop
-	return r.cmd.Process.Signal(sig)
+	return r.proc.Signal(sig)
 }
 
 // client is a client of the replica, nil when it does not run.
@@ -222,10 +210,10 @@ func (r *replica) client() probev1.ProbeServiceClient {
 func (r *replica) pid() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd == nil {
+	if r.proc == nil {
 		return 0
 	}
-	return r.cmd.Process.Pid
+	return r.proc.Pid()
 }
 
 // usage is a replica's resident set and goroutines.
@@ -309,21 +297,6 @@ func procRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-}
-
-// freeAddr returns a loopback address nobody listens on, below Linux's
-// ephemeral range so that no outgoing connection takes it meanwhile.
-func freeAddr() (string, error) {
-	var err error
-	for range 100 {
-		var lis net.Listener
-		lis, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+randomPort()))
-		if err == nil {
-			addr := lis.Addr().String()
-			return addr, lis.Close()
-		}
-	}
-	return "", fmt.Errorf("no free port from 20000 to 31999: %w", err)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

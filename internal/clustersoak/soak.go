@@ -28,14 +28,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
+	"github.com/probed/probed/internal/probedproc"
 	probev1 "github.com/probed/probed/proto/probe/v1"
-	storeetcd "github.com/probed/probed/store/etcd"
 )
 
 // Config is one soak.
 type Config struct {
 	// Probed is the binary BuildProbed made; Self a binary that calls
-	// RunMemberIfAsked first (the test binary): the etcd members.
+	// etcdtest.RunMemberIfAsked first (the test binary): the etcd members.
 	Probed, Self string
 	// Dir holds the replicas' logs and etcd's data.
 	Dir string
@@ -114,7 +116,7 @@ type fault struct {
 type soak struct {
 	cfg      Config
 	rng      *rand.Rand
-	etcd     *etcdCluster
+	etcd     *etcdtest.Processes
 	cli      *clientv3.Client
 	backend  *backend
 	foreign  *foreign
@@ -214,15 +216,15 @@ func (s *soak) setup(ctx context.Context) error {
 	cfg := s.cfg
 	cfg.Logf("soak: seed %d; %d replicas, %d targets every %v, lease TTL %v, bound %v", cfg.Seed, cfg.Replicas, cfg.Targets, cfg.Period, cfg.LeaseTTL, cfg.bound())
 	var err error
-	if s.etcd, err = startEtcd(ctx, cfg.Self, cfg.Dir, 3); err != nil {
+	if s.etcd, err = etcdtest.StartProcesses(ctx, etcdtest.ProcessOptions{Self: cfg.Self, Dir: cfg.Dir, Members: 3, Addr: probedproc.FreeAddr}); err != nil {
 		return err
 	}
-	if s.cli, err = newEtcdClient(s.etcd.endpoints()...); err != nil {
+	if s.cli, err = etcdtest.NewClient(s.etcd.Endpoints()...); err != nil {
 		return err
 	}
 	// The foreign client writes first: its watch starts at a revision
 	// before everything probed writes.
-	if s.foreign, err = startForeign(ctx, s.etcd.endpoints()); err != nil {
+	if s.foreign, err = startForeign(ctx, s.etcd.Endpoints()); err != nil {
 		return err
 	}
 	if s.backend, err = startBackend(cfg.Targets); err != nil {
@@ -255,18 +257,18 @@ func (s *soak) newReplica(slot int) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := probedproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := probedproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	id := "r" + strconv.Itoa(slot)
 	return &replica{slot: slot, id: id, bin: bin, addr: addr, metrics: metrics, logPath: filepath.Join(s.cfg.Dir, id+".log"),
 		args: []string{"--addr=" + addr, "--metrics-addr=" + metrics, "--store=etcd",
-			"--etcd-endpoints=" + strings.Join(s.etcd.endpoints(), ","), "--etcd-prefix=/probed/",
+			"--etcd-endpoints=" + strings.Join(s.etcd.Endpoints(), ","), "--etcd-prefix=/probed/",
 			"--lease-ttl=" + s.cfg.LeaseTTL.String(), "--settle=" + s.cfg.LeaseTTL.String(), "--replica-id=" + id,
 			"--data-dir=" + filepath.Join(s.cfg.Dir, id), "--log-level=info", "--history=" + strconv.Itoa(history),
 			"--registrations-per-second=0", "--max-targets=0", "--max-watchers=0", "--max-watchers-per-client=0"}}, nil
@@ -408,7 +410,7 @@ func (s *soak) createFleet(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			s.flipsFrom = storeetcd.Position(resp.Header.Revision)
+			s.flipsFrom = keyspace.Position(resp.Header.Revision)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -557,18 +559,18 @@ func (s *soak) inject(ctx context.Context, kind string) error {
 			return err
 		}
 	case faultLeaderPause:
-		leader, err := s.etcd.leader(ctx, 30*time.Second)
+		leader, err := s.etcd.Leader(ctx, 30*time.Second)
 		if err != nil {
 			return err
 		}
 		losses := s.leaseLosses(ctx)
-		f.victim, f.at = s.etcd.members[leader].name, time.Now()
+		f.victim, f.at = s.etcd.Name(leader), time.Now()
 		s.faults = append(s.faults, f)
-		if err := s.etcd.signal(leader, syscall.SIGSTOP); err != nil {
+		if err := s.etcd.Signal(leader, syscall.SIGSTOP); err != nil {
 			return err
 		}
 		err = sleep(ctx, 1500*time.Millisecond)
-		_ = s.etcd.signal(leader, syscall.SIGCONT)
+		_ = s.etcd.Signal(leader, syscall.SIGCONT)
 		if err != nil {
 			return err
 		}
@@ -577,17 +579,17 @@ func (s *soak) inject(ctx context.Context, kind string) error {
 		}
 		s.leaderPauseLosses += s.leaseLosses(ctx) - losses
 	case faultMemberKill:
-		m := s.rng.IntN(len(s.etcd.members))
-		f.victim, f.at = s.etcd.members[m].name, time.Now()
+		m := s.rng.IntN(s.etcd.Len())
+		f.victim, f.at = s.etcd.Name(m), time.Now()
 		s.faults = append(s.faults, f)
-		s.etcd.kill(m)
+		s.etcd.Kill(m)
 		if err := sleep(ctx, ttl); err != nil {
 			return err
 		}
-		if err := s.etcd.start(m); err != nil {
+		if err := s.etcd.Start(m); err != nil {
 			return err
 		}
-		if _, err := s.etcd.leader(ctx, 30*time.Second); err != nil {
+		if _, err := s.etcd.Leader(ctx, 30*time.Second); err != nil {
 			return err
 		}
 	case faultAddRemove:
@@ -637,9 +639,6 @@ func (s *soak) cleanup() {
 		_ = s.cli.Close()
 	}
 	if s.etcd != nil {
-		s.etcd.stop()
+		s.etcd.Stop()
 	}
 }
-
-// randomPort is an offset in [0, 12000).
-func randomPort() int { return rand.IntN(12000) }

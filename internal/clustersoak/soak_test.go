@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/probed/probed/internal/clustersoak"
+	"github.com/probed/probed/internal/etcdtest"
 )
 
 func TestMain(m *testing.M) {
-	clustersoak.RunMemberIfAsked() // an etcd member of a soak: never returns
+	etcdtest.RunMemberIfAsked() // an etcd member of a soak: never returns
 	os.Exit(m.Run())
 }
 
@@ -52,7 +53,7 @@ func TestClusterSoak(t *testing.T) {
 	envDuration(t, "PROBED_SOAK_SLACK", &cfg.Slack)
 	t.Logf("seed %d (PROBED_SOAK_SEED=%d reproduces the schedule)", cfg.Seed, cfg.Seed)
 
-	bin, err := clustersoak.BuildProbed(t.Context(), "github.com/probed/probed/cmd/probed", t.TempDir())
+	bin, err := clustersoak.BuildProbed(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/probed/probed/internal/refused"
 )
@@ -136,12 +134,7 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 // the test ends.
 func ClientOf(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-	})
+	cli, err := NewClient(endpoints...)
 	if err != nil {
 		t.Fatalf("etcdtest: client: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,6 +65,16 @@ func TestPoll(t *testing.T) {
 		{"never met says the last word", func(tb testing.TB) {
 			poll.UntilMet(tb, "3 replicas", 30*time.Millisecond, func() string { return "2 of 3" })
 		}, "waiting for 3 replicas (30ms): 2 of 3"},
+		{"every: true after some polls", func(tb testing.TB) {
+			var n atomic.Int32
+			poll.Every(time.Millisecond).Until(tb, "x", 10*time.Second, func() bool { return n.Add(1) == 3 })
+		}, ""},
+		{"every: never met", func(tb testing.TB) {
+			poll.Every(5*time.Millisecond).UntilMet(tb, "3 replicas", 30*time.Millisecond, func() string { return "2 of 3" })
+		}, "waiting for 3 replicas (30ms): 2 of 3"},
+		{"holds", func(tb testing.TB) {
+			poll.Holds(tb, "no owner", 30*time.Millisecond, func() string { return "" })
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,5 +101,34 @@ func TestWait(t *testing.T) {
 	err := poll.Wait("the thing", 30*time.Millisecond, func() bool { return false })
 	if !errors.Is(err, poll.ErrNotMet) || err.Error() != "waiting for the thing (30ms): condition not met" {
 		t.Errorf("never true: %v; want ErrNotMet naming the thing", err)
+	}
+}
+
+// TestHoldsForItsBound: Holds polls its condition until its bound has
+// passed, not less, and fails at the first poll that finds it broken.
+func TestHoldsForItsBound(t *testing.T) {
+	t.Parallel()
+	const bound = 50 * time.Millisecond
+	var polls atomic.Int32
+	began := time.Now()
+	if got := run(func(tb testing.TB) {
+		poll.Holds(tb, "quiet", bound, func() string { polls.Add(1); return "" })
+	}); got != nil {
+		t.Fatalf("failed with %q; want it to hold", *got)
+	}
+	if took := time.Since(began); took < bound || polls.Load() < 2 {
+		t.Errorf("returned after %v and %d polls; want at least %v and more than one poll", took, polls.Load(), bound)
+	}
+	var n atomic.Int32
+	got := run(func(tb testing.TB) {
+		poll.Holds(tb, "quiet", time.Minute, func() string {
+			if n.Add(1) == 3 {
+				return "a write"
+			}
+			return ""
+		})
+	})
+	if got == nil || n.Load() != 3 || !strings.HasPrefix(*got, "quiet, for 1m0s: after ") || !strings.HasSuffix(*got, ": a write") {
+		t.Errorf("failure %v after %d polls; want one at the third poll saying what happened", got, n.Load())
 	}
 }

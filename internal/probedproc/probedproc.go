@@ -1,8 +1,12 @@
-// Package probedproc is what runs the real probed binary as a child
-// process needs: the binary built from this repository (Build), the flags
-// a build knows (Flags, so that an older build can be run too), and the
-// moment it serves (Serving). The process itself is a procs.Child. The
-// benchmarks (bench/) and the process tests share it.
+// Package probedproc runs the real probed binary as a child process: the
+// binary built from this repository (Build), the flags a build knows
+// (Flags, so that an older build can be run too), the process itself
+// (Process: started, served, killed, stopped, paused, its log kept) and
+// the moment it serves (Serving). It is the one harness of probed as a
+// process: the process tests of cmd/probed, the cluster soak
+// (internal/clustersoak), the status page's browser test and the
+// benchmarks (bench/) share it; etcd for them comes from
+// internal/etcdtest.
 package probedproc
 
 import (
@@ -28,12 +32,22 @@ const module = "github.com/probed/probed"
 // with ../), so that probed is built with its own go.mod's versions. The
 // build cache makes a second build a link.
 func Build(ctx context.Context, dir string, out io.Writer) (string, error) {
+	return BuildVersion(ctx, dir, "", out)
+}
+
+// BuildVersion is Build with the binary's version (what probed --version
+// and its probes' User-Agent say) stamped; "" keeps the default.
+func BuildVersion(ctx context.Context, dir, version string, out io.Writer) (string, error) {
 	root, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module).Output()
 	if err != nil {
 		return "", fmt.Errorf("finding %s (run inside the repository): %w", module, err)
 	}
 	bin := filepath.Join(dir, "probed")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/probed")
+	args := []string{"build", "-o", bin}
+	if version != "" {
+		args = append(args, "-ldflags", "-X main.version="+version)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/probed")...)
 	cmd.Dir = strings.TrimSpace(string(root))
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
@@ -61,8 +75,9 @@ func Flags(ctx context.Context, bin string) (map[string]bool, error) {
 // flagLine matches a flag in the flag package's usage output.
 var flagLine = regexp.MustCompile(`(?m)^\s+-{1,2}([a-z][a-z0-9-]*)`)
 
-// ServingLog is what probed logs at level info once its gRPC server
-// serves (in the text and the JSON format alike).
+// ServingLog is what probed logs once its gRPC server serves (in the
+// text and the JSON format alike), at level INFO but whatever its
+// --log-level: a probed started with --log-level warn is seen serving too.
 const ServingLog = "probed serving"
 
 // Serving is a writer for probed's log (its stderr) whose Done channel is

@@ -2,14 +2,10 @@ package probedproc_test
 
 import (
 	"context"
-	"io"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/probed/probed/internal/probedproc"
-	"github.com/probed/probed/internal/procs"
 )
 
 // TestServing: Done closes once the serving line has been written, in
@@ -48,7 +44,8 @@ func TestServing(t *testing.T) {
 }
 
 // TestBuildStartStop builds probed, reads its flags, starts it on port 0
-// with a data dir, sees it serve and stops it gracefully.
+// with a data dir at several log levels and formats, sees it serve (the
+// serving line is written whatever the level) and stops it gracefully.
 func TestBuildStartStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds probed")
@@ -63,28 +60,37 @@ func TestBuildStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"addr", "data-dir", "metrics-addr"} {
+	for _, f := range []string{"addr", "data-dir", "metrics-addr", "log-level", "log-format"} {
 		if !flags[f] {
 			t.Errorf("Flags lists no --%s: %v", f, flags)
 		}
 	}
-	serving := probedproc.NewServing()
-	var log strings.Builder
-	cmd := exec.Command(bin, "--addr=127.0.0.1:0", "--metrics-addr=", "--data-dir="+t.TempDir())
-	cmd.Stderr = io.MultiWriter(&log, serving) // log is read once the copying ended: after Exited
-	c, err := procs.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{name: "default level", args: nil},
+		{name: "level error", args: []string{"--log-level=error"}},
+		{name: "JSON at level warn", args: []string{"--log-format=json", "--log-level=warn"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := probedproc.Start(bin, append([]string{"--addr=127.0.0.1:0", "--metrics-addr=", "--data-dir=" + t.TempDir()}, tt.args...), probedproc.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Kill() })
+			if err := p.WaitServing(time.Until(deadline(ctx))); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Stop(30 * time.Second); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
 	}
-	select {
-	case <-serving.Done():
-	case <-c.Exited():
-		t.Fatalf("probed exited: %v\n%s", c.Err(), log.String())
-	case <-ctx.Done():
-		_ = c.Kill()
-		t.Fatalf("probed did not serve:\n%s", log.String())
-	}
-	if err := c.Stop(30 * time.Second); err != nil {
-		t.Errorf("Stop: %v", err)
-	}
+}
+
+// deadline is ctx's deadline (it has one).
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }

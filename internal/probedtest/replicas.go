@@ -2,7 +2,6 @@ package probedtest
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -15,30 +14,33 @@ import (
 
 // Replicas are probed servers sharing one store, as the replicas of a
 // cluster share etcd (memory.Shared stands in for it): each owns the
-// targets Owner gives it, forwards the calls that change the others'
-// targets, and serves every target to readers.
+// targets of its shard — replica i owns the names with the digit i after
+// "r" (like "r1-web"), replica 0 the others — until Move gives a shard to
+// another, forwards the calls that change the others' targets, and serves
+// every target to readers.
 type Replicas struct {
 	Servers []*Server
-	// Owner is the index of the replica that owns a target: by default the
-	// digit after "r" in a name like "r1-web", else 0.
-	Owner func(name string) int
+	shared  *memory.Shared
+	n       int
 
 	mu     sync.Mutex
-	moved  map[string]int // guarded by mu
-	shared *memory.Shared
+	owners []int    // shard → the replica that owns it; guarded by mu
+	since  []uint64 // shard → the position its owner took it at; guarded by mu
 }
 
 // StartReplicas starts n replicas (1 ≤ n ≤ 10) over one shared store.
-// Options apply to each (Store, Engine.Owns, Server.Forwarder and
-// Server.Replicas are set).
+// Options apply to each (Store, Server.Forwarder and Server.Replicas are
+// set).
 func StartReplicas(t testing.TB, n int, opts Options) *Replicas {
 	t.Helper()
-	rs := &Replicas{shared: memory.NewShared(1), moved: make(map[string]int)}
-	rs.Owner = rs.defaultOwner
+	rs := &Replicas{n: n, owners: make([]int, n), since: make([]uint64, n)}
+	rs.shared = memory.NewShared(1, n, rs.shardOf)
+	for i := range n {
+		rs.owners[i], rs.since[i] = i, rs.shared.Assign(replicaID(i), i)
+	}
 	for i := range n {
 		o := opts
-		o.Store = rs.shared.Replica(func(name string) bool { return rs.owner(name) == i })
-		o.Engine.Owns = func(name string) bool { return rs.owner(name) == i }
+		o.Store = rs.shared.Replica(replicaID(i))
 		o.Server.Forwarder = forwarder{rs: rs, self: i}
 		o.Server.Replicas = members{rs}
 		o.Server.ReplicaID = replicaID(i)
@@ -49,39 +51,34 @@ func StartReplicas(t testing.TB, n int, opts Options) *Replicas {
 
 func replicaID(i int) string { return "r" + string(rune('0'+i)) }
 
-func (rs *Replicas) defaultOwner(name string) int {
+// shardOf is name's shard: the digit after "r", or 0.
+func (rs *Replicas) shardOf(name string) int {
 	if strings.HasPrefix(name, "r") && len(name) > 1 && name[1] >= '0' && name[1] <= '9' {
-		if i := int(name[1] - '0'); i < len(rs.Servers) {
+		if i := int(name[1] - '0'); i < rs.n {
 			return i
 		}
 	}
 	return 0
 }
 
-// owner is the replica that owns name now.
-func (rs *Replicas) owner(name string) int {
+// owner is the replica that owns name's shard, and the position it took
+// it at.
+func (rs *Replicas) owner(name string) (int, uint64) {
+	sh := rs.shardOf(name)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if i, ok := rs.moved[name]; ok {
-		return i
-	}
-	return rs.Owner(name)
+	return rs.owners[sh], rs.since[sh]
 }
 
-// Move hands a target from its owner to replica to, as a shard moves:
-// the owner disowns it, then to owns it from what is published.
-func (rs *Replicas) Move(ctx context.Context, name string, to int) error {
-	from := rs.owner(name)
-	if err := rs.Servers[from].Engine.Disown(ctx, name); err != nil {
-		return err
-	}
+// Move gives shard to replica to, as a cluster's claim does: the
+// replicas' forwarding sees it at once, each engine when its Follow
+// reaches the position Move returns.
+func (rs *Replicas) Move(shard, to int) uint64 {
 	rs.mu.Lock()
-	rs.moved[name] = to
-	rs.mu.Unlock()
-	if err := rs.Servers[to].Engine.Sync(ctx, rs.Servers[from].Engine.Revision()); err != nil {
-		return err
-	}
-	return rs.Servers[to].Engine.Own(ctx, name)
+	defer rs.mu.Unlock()
+	pos := rs.shared.Assign(replicaID(to), shard)
+	rs.owners[shard], rs.since[shard] = to, pos
+	return pos
 }
 
 // Addrs is the comma-separated list of the replicas' addresses.
@@ -100,9 +97,9 @@ type forwarder struct {
 }
 
 func (f forwarder) Owner(_ context.Context, name string) (grpc.ClientConnInterface, string, error) {
-	i := f.rs.owner(name)
+	i, since := f.rs.owner(name)
 	if i == f.self {
-		return nil, "", errors.New("this replica is taking it over")
+		return nil, "", &server.OwnedHereError{Position: since}
 	}
 	return f.rs.Servers[i].Conn, replicaID(i), nil
 }
@@ -113,7 +110,10 @@ var _ server.Forwarder = forwarder{}
 // each target owned as Owner says.
 type members struct{ rs *Replicas }
 
-func (m members) OwnerOf(name string) string { return replicaID(m.rs.owner(name)) }
+func (m members) OwnerOf(name string) string {
+	i, _ := m.rs.owner(name)
+	return replicaID(i)
+}
 
 func (m members) Members() []server.Replica {
 	out := make([]server.Replica, len(m.rs.Servers))

@@ -101,17 +101,13 @@ func TestSoak(t *testing.T) {
 	// Memory is back near the baseline: the targets are gone, and the
 	// history the engine keeps is bounded by HistoryBytes.
 	var after runtime.MemStats
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if err := poll.Every(100*time.Millisecond).Wait("the heap back near its baseline", 10*time.Second, func() bool {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if after.HeapAlloc <= before.HeapAlloc+cfg.heapSlack {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("heap: %d MiB allocated after the run, %d MiB before: more than %d MiB kept",
-				after.HeapAlloc>>20, before.HeapAlloc>>20, cfg.heapSlack>>20)
-			break
-		}
+		return after.HeapAlloc <= before.HeapAlloc+cfg.heapSlack
+	}); err != nil {
+		t.Errorf("heap: %d MiB allocated after the run, %d MiB before: more than %d MiB kept",
+			after.HeapAlloc>>20, before.HeapAlloc>>20, cfg.heapSlack>>20)
 	}
 	t.Logf("heap: %d MiB before, %d MiB after; %d goroutines", before.HeapAlloc>>20, after.HeapAlloc>>20, runtime.NumGoroutine())
 }
@@ -164,14 +160,12 @@ func load(t *testing.T, cfg config, s *probedtest.Server, backends []*backend) {
 
 	// Remove everything; then the reference must hold every revision.
 	w.deleteAll(t, ctx)
-	for deadline := time.Now().Add(60 * time.Second); s.Engine.Stats().Targets > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			resp, err := svc.ListTargets(ctx, &probev1.ListTargetsRequest{PageSize: 5})
-			for _, tg := range resp.GetTargets() {
-				t.Logf("left: %s %v revision %d", tg.GetName(), tg.GetStatus().GetPhase(), tg.GetStatus().GetRevision())
-			}
-			t.Fatalf("%d targets left 60s after deleting them all (list: %v)", s.Engine.Stats().Targets, err)
+	if err := poll.Wait("every target deleted", 60*time.Second, func() bool { return s.Engine.Stats().Targets == 0 }); err != nil {
+		resp, lerr := svc.ListTargets(ctx, &probev1.ListTargetsRequest{PageSize: 5})
+		for _, tg := range resp.GetTargets() {
+			t.Logf("left: %s %v revision %d", tg.GetName(), tg.GetStatus().GetPhase(), tg.GetStatus().GetRevision())
 		}
+		t.Fatalf("%v: %d targets left (list: %v)", err, s.Engine.Stats().Targets, lerr)
 	}
 	end := s.Engine.Revision()
 	ref.waitFor(t, end)

@@ -1,6 +1,8 @@
 // Package tcpproxy is a TCP proxy on loopback for tests, which can be
 // paused to cut a process off from a server (a network partition) and
-// resumed to heal it.
+// resumed to heal it, or put in front of several servers as one address
+// (a Service in front of replicas) that fails over to the next when one
+// is gone.
 package tcpproxy
 
 import (
@@ -9,13 +11,14 @@ import (
 	"testing"
 )
 
-// Proxy forwards every connection made to Addr to an upstream address.
+// Proxy forwards every connection made to Addr to an upstream address:
+// the first of its upstreams, in order, that accepts the connection.
 // Pause makes it a black hole: bytes in flight and new connections are
 // held, nothing is refused or reset, as when a network drops packets.
 // Resume lets them through again; Cut closes the connections open. It stops when the test ends.
 type Proxy struct {
-	lis      net.Listener
-	upstream string
+	lis       net.Listener
+	upstreams []string
 
 	mu     sync.Mutex
 	paused bool
@@ -28,11 +31,25 @@ type Proxy struct {
 // Start starts a proxy to upstream (host:port) on a port of 127.0.0.1.
 func Start(t testing.TB, upstream string) *Proxy {
 	t.Helper()
+	return StartFailover(t, upstream)
+}
+
+// StartFailover starts a proxy on a port of 127.0.0.1 in front of
+// upstreams (host:port): each connection goes to the first of them that
+// accepts it, so that once a server is gone (killed: its port refuses)
+// the connections made from then on go to the next, as a Service's
+// would. A connection open to a server that dies is closed, as the
+// server's end of it was.
+func StartFailover(t testing.TB, upstreams ...string) *Proxy {
+	t.Helper()
+	if len(upstreams) == 0 {
+		t.Fatalf("tcpproxy: no upstream")
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("tcpproxy: %v", err)
 	}
-	p := &Proxy{lis: lis, upstream: upstream, resume: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	p := &Proxy{lis: lis, upstreams: upstreams, resume: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -113,15 +130,15 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
-// serve connects c to the upstream, once the proxy is not paused, and
-// copies both ways.
+// serve connects c to the first upstream that accepts, once the proxy
+// is not paused, and copies both ways; c is closed if none accepts.
 func (p *Proxy) serve(c net.Conn) {
 	defer p.forget(c)
 	if !p.gate() {
 		return
 	}
-	up, err := net.Dial("tcp", p.upstream)
-	if err != nil {
+	up := p.dial()
+	if up == nil {
 		return
 	}
 	if !p.track(up) {
@@ -157,6 +174,16 @@ func (p *Proxy) copy(dst, src net.Conn) {
 			return // EOF or a failure: either way the connection is over
 		}
 	}
+}
+
+// dial connects to the first upstream that accepts; nil if none does.
+func (p *Proxy) dial() net.Conn {
+	for _, u := range p.upstreams {
+		if up, err := net.Dial("tcp", u); err == nil {
+			return up
+		}
+	}
+	return nil
 }
 
 func (p *Proxy) forget(c net.Conn) {

@@ -122,3 +122,51 @@ func TestCutClosesOpenConnections(t *testing.T) {
 		t.Fatalf("a new connection after Cut: %q, %v", got, err)
 	}
 }
+
+// TestFailoverToTheNextUpstream: connections go to the first upstream
+// that accepts; once it is gone, its connections close and new ones go
+// to the next.
+func TestFailoverToTheNextUpstream(t *testing.T) {
+	first, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := first.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p := tcpproxy.StartFailover(t, first.Addr().String(), echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var up net.Conn
+	select {
+	case up = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first upstream got no connection")
+	}
+	// The first upstream dies: its listener and its connection close.
+	_ = first.Close()
+	_ = up.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the upstream died: %v, want the connection closed", err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c2.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c2).ReadString('\n'); err != nil || got != "ping\n" {
+		t.Fatalf("a connection after the first upstream died: %q, %v (want the second's echo)", got, err)
+	}
+}

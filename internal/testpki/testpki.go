@@ -124,6 +124,13 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return key
 }
 
+// Pool returns a certificate pool holding the CA (a client's RootCAs).
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
 // WriteCA writes the CA certificate to dir/name and returns the path.
 func (ca *CA) WriteCA(t testing.TB, dir, name string) string {
 	t.Helper()

@@ -27,10 +27,13 @@ const (
 	// ReasonConflict: probed has a target by the pod's name that another
 	// owner manages.
 	ReasonConflict = "TargetConflict"
+	// ReasonLivenessFailed is the reason of the Warning Event of a failed
+	// liveness probe.
+	ReasonLivenessFailed = "LivenessProbeFailed"
 )
 
-// MaxMessageBytes bounds the condition's message (a probe's message is
-// whatever the pod answered).
+// MaxMessageBytes bounds the condition's message (an InvalidProbes one
+// lists the annotation's bad fields).
 const MaxMessageBytes = 256
 
 // condition is the probed.io/ready condition the controller wants on a pod.
@@ -56,16 +59,25 @@ func (c condition) same(cur *corev1.PodCondition) bool {
 }
 
 // patch returns the strategic merge patch of the pod's status that sets c
-// and nothing else: the conditions list is merged by type, so kubelet's
-// and everyone else's conditions stay. The pod's UID makes the patch fail
-// on a pod of the same name created since. lastTransitionTime changes
-// only when the status flips.
-func (c condition) patch(pod *corev1.Pod, cur *corev1.PodCondition, now time.Time) ([]byte, error) {
+// and nothing else, and the condition it writes: the conditions list is
+// merged by type, so kubelet's and everyone else's conditions stay. The
+// pod's UID makes the patch fail on a pod of the same name created since.
+// lastTransitionTime changes only when the status flips.
+func (c condition) patch(pod *corev1.Pod, cur *corev1.PodCondition, now time.Time) ([]byte, corev1.PodCondition, error) {
 	transition := metav1.NewTime(now)
 	if cur != nil && cur.Status == c.status && !cur.LastTransitionTime.IsZero() {
 		transition = cur.LastTransitionTime
 	}
-	return json.Marshal(map[string]any{
+	written := corev1.PodCondition{
+		Type:               podtarget.GateType,
+		Status:             c.status,
+		Reason:             c.reason,
+		Message:            c.message,
+		LastTransitionTime: transition,
+	}
+	// A map, not a PodCondition: its omitempty would leave out an empty
+	// message, and the merge would keep the last one.
+	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
 		"status": map[string]any{
 			"conditions": []map[string]any{{
@@ -77,6 +89,7 @@ func (c condition) patch(pod *corev1.Pod, cur *corev1.PodCondition, now time.Tim
 			}},
 		},
 	})
+	return patch, written, err
 }
 
 // bound cuts s to at most MaxMessageBytes, on a rune boundary, marking the

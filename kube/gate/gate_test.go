@@ -29,8 +29,11 @@ func TestReadyUnreadyReady(t *testing.T) {
 
 	f.net.set(ip, false)
 	down := f.condition("web-0", "False/NotReady", is(corev1.ConditionFalse, gate.ReasonNotReady))
-	if !strings.Contains(down.Message, "503") {
-		t.Errorf("NotReady message %q does not say what the probe got", down.Message)
+	// The condition says the probe failed, never what the pod answered
+	// (a status line, a body: conditions are readable by anyone who may
+	// read the pod).
+	if !strings.HasPrefix(down.Message, "the readiness probe failed") || strings.Contains(down.Message, "503") || strings.Contains(down.Message, "not yet") {
+		t.Errorf("NotReady message %q; want the fixed summary and nothing of the answer", down.Message)
 	}
 	if !down.LastTransitionTime.After(first.LastTransitionTime.Time) && down.LastTransitionTime != first.LastTransitionTime {
 		t.Errorf("lastTransitionTime %v went back from %v", down.LastTransitionTime, first.LastTransitionTime)
@@ -190,7 +193,7 @@ func TestDeletion(t *testing.T) {
 func TestRBACDenied(t *testing.T) {
 	f := setup(t)
 	kube := f.clientAs(t, "nobody")
-	err := gate.New(kube, gate.NewProber(f.pc), gate.Options{Namespace: f.ns}).Run(t.Context())
+	err := gate.New(kube, gate.NewProber(f.pc), gate.Options{Scope: gate.Scope{Namespace: f.ns}}).Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "list pods") {
 		t.Fatalf("Run as a user with no permission = %v; want a clear list pods forbidden error", err)
 	}
@@ -214,6 +217,44 @@ func TestLivenessFailureEvent(t *testing.T) {
 	f.net.set(ip, false)
 	// probed restarts nothing: the pod gets an Event, and stays ready (it
 	// has no readiness probe).
-	f.event("sick", "LivenessProbeFailed", "503")
+	f.event("sick", gate.ReasonLivenessFailed, "the liveness probe failed")
 	f.condition("sick", "still True", is(corev1.ConditionTrue, gate.ReasonReady))
+}
+
+// TestConditionCarriesNoAnswer: what the probed address answered (here
+// a body an expectedBody mismatch would quote) reaches neither the
+// condition nor an Event: both are readable by anyone who may read the
+// pod.
+func TestConditionCarriesNoAnswer(t *testing.T) {
+	f := setup(t)
+	f.startController(gate.Options{})
+	_, ip := f.pod("leaky", `{"readinessProbe": {"httpGet": {"port": "http", "path": "/secret", "expectedBody": "something else"}, "periodSeconds": 1, "periodMilliseconds": -950, "failureThreshold": 1},
+		"livenessProbe": {"httpGet": {"port": "http", "path": "/secret", "expectedBody": "something else"}, "periodSeconds": 1, "periodMilliseconds": -950, "failureThreshold": 1}}`, true)
+	f.net.set(ip, true)
+	f.event("leaky", gate.ReasonLivenessFailed, "the liveness probe failed")
+	// The condition is written only once the pod was ready or something
+	// is wrong: make it ready through the same probe, then not.
+	f.annotate("leaky", httpProbes)
+	f.condition("leaky", "True", is(corev1.ConditionTrue, gate.ReasonReady))
+	f.annotate("leaky", `{"readinessProbe": {"httpGet": {"port": "http", "path": "/secret", "expectedBody": "something else"}, "periodSeconds": 1, "periodMilliseconds": -950, "failureThreshold": 1}}`)
+	c := f.condition("leaky", "False/NotReady", is(corev1.ConditionFalse, gate.ReasonNotReady))
+	tg, err := f.pc.Get(t.Context(), podtarget.Name(f.ns, "leaky"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := tg.GetStatus().GetReadiness().GetLastMessage(); !strings.Contains(msg, secretBody) {
+		t.Fatalf("probed's own message %q does not quote the answer: the test proves nothing", msg)
+	}
+	if strings.Contains(c.Message, secretBody) {
+		t.Errorf("condition message %q quotes the answer", c.Message)
+	}
+	evs, err := f.kube.CoreV1().Events(f.ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=leaky"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if strings.Contains(ev.Message, secretBody) {
+			t.Errorf("Event %s %q quotes the answer", ev.Reason, ev.Message)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/probed/probed/client"
 	"github.com/probed/probed/internal/poll"
@@ -34,7 +37,16 @@ import (
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Main(m, kubetest.WithLeakCheck(
+		// The shared control plane's clientset keeps its connections.
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		// klog's flush daemon runs for the process.
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+	)))
+}
 
 // fixture is one test's world: a namespace and a Node of their own on the
 // shared control plane, a kubelet stand-in, a real probed, and a pod
@@ -57,8 +69,8 @@ func setup(t *testing.T) *fixture {
 	env := kubetest.Get(t)
 	ctx := t.Context()
 	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns) > 50 {
-		ns = ns[:50]
+	if len(ns) > 40 {
+		ns = ns[:40] // room for namespace's suffixes
 	}
 	ns = strings.Trim(ns, "-")
 	if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -95,8 +107,8 @@ func (f *fixture) startProbed(opts probedtest.Options) {
 // returned stop is called (or the test ends).
 func (f *fixture) startController(opts gate.Options) (stop func() error) {
 	f.t.Helper()
-	if opts.Namespace == "" {
-		opts.Namespace = f.ns
+	if opts.Scope.Namespace == "" && opts.Scope.NamespaceSelector == nil && opts.Pods == nil {
+		opts.Scope.Namespace = f.ns
 	}
 	if opts.Owner == "" {
 		opts.Owner = "ctl-" + f.ns
@@ -122,8 +134,14 @@ func (f *fixture) startController(opts gate.Options) (stop func() error) {
 // pod IP. Its container port "http" is the pod network's port.
 func (f *fixture) pod(name, annotation string, gated bool) (*corev1.Pod, string) {
 	f.t.Helper()
+	return f.podIn(f.ns, name, annotation, gated)
+}
+
+// podIn is pod in namespace ns.
+func (f *fixture) podIn(ns, name, annotation string, gated bool) (*corev1.Pod, string) {
+	f.t.Helper()
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{"app": "web"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{
 			NodeName: f.kubelet.Node(),
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app",
@@ -136,7 +154,7 @@ func (f *fixture) pod(name, annotation string, gated bool) (*corev1.Pod, string)
 	if annotation != "" {
 		p.Annotations = map[string]string{podtarget.ProbesAnnotation: annotation}
 	}
-	created, err := f.kube.CoreV1().Pods(f.ns).Create(f.t.Context(), p, metav1.CreateOptions{})
+	created, err := f.kube.CoreV1().Pods(ns).Create(f.t.Context(), p, metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatalf("create pod: %v", err)
 	}
@@ -148,6 +166,17 @@ func (f *fixture) pod(name, annotation string, gated bool) (*corev1.Pod, string)
 	return running, ip
 }
 
+// namespace creates another namespace of the test, named after it with
+// suffix, with labels.
+func (f *fixture) namespace(suffix string, labels map[string]string) string {
+	f.t.Helper()
+	name := f.ns + "-" + suffix
+	if _, err := f.kube.CoreV1().Namespaces().Create(f.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		f.t.Fatalf("create namespace: %v", err)
+	}
+	return name
+}
+
 // httpProbes is an annotation whose readiness probe GETs /healthz on the
 // named port every 50 ms.
 const httpProbes = `{"readinessProbe": {"httpGet": {"port": "http", "path": "/healthz"}, "periodSeconds": 1, "periodMilliseconds": -950, "failureThreshold": 1}}`
@@ -156,9 +185,15 @@ const httpProbes = `{"readinessProbe": {"httpGet": {"port": "http", "path": "/he
 // and returns it.
 func (f *fixture) condition(name string, what string, ok func(*corev1.PodCondition) bool) *corev1.PodCondition {
 	f.t.Helper()
+	return f.conditionIn(f.ns, name, what, ok)
+}
+
+// conditionIn is condition in namespace ns.
+func (f *fixture) conditionIn(ns, name string, what string, ok func(*corev1.PodCondition) bool) *corev1.PodCondition {
+	f.t.Helper()
 	var last *corev1.PodCondition
 	poll.UntilMet(f.t, "pod "+name+" condition "+what, 30*time.Second, func() string {
-		pod, err := f.kube.CoreV1().Pods(f.ns).Get(f.t.Context(), name, metav1.GetOptions{})
+		pod, err := f.kube.CoreV1().Pods(ns).Get(f.t.Context(), name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			f.t.Fatalf("get pod: %v", err)
 		}
@@ -263,6 +298,11 @@ func newPodNetwork(t testing.TB) *podNetwork {
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 		host, _, _ := net.SplitHostPort(fmt.Sprint(local))
+		if r.URL.Path == "/secret" {
+			// What a probe must never carry into a condition or an Event.
+			_, _ = io.WriteString(w, secretBody+host)
+			return
+		}
 		n.mu.Lock()
 		ok := n.healthy[host]
 		n.mu.Unlock()
@@ -281,6 +321,9 @@ func newPodNetwork(t testing.TB) *podNetwork {
 	})
 	return n
 }
+
+// secretBody starts what /secret answers.
+const secretBody = "SECRET-ANSWER-"
 
 // set makes the pod at ip healthy or not.
 func (n *podNetwork) set(ip string, healthy bool) {
@@ -314,8 +357,14 @@ func (f *fixture) annotate(name, annotation string) {
 // text.
 func (f *fixture) event(pod, reason, text string) {
 	f.t.Helper()
+	f.eventIn(f.ns, pod, reason, text)
+}
+
+// eventIn is event in namespace ns.
+func (f *fixture) eventIn(ns, pod, reason, text string) {
+	f.t.Helper()
 	poll.UntilMet(f.t, "Event "+reason+" on pod "+pod, 30*time.Second, func() string {
-		evs, err := f.kube.CoreV1().Events(f.ns).List(f.t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		evs, err := f.kube.CoreV1().Events(ns).List(f.t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -353,4 +402,44 @@ func (f *fixture) clientAs(t *testing.T, user string) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// quiesce waits until the controller whose metrics are in reg has handled
+// every pod key queued so far: its workqueue is empty and has finished as
+// many keys as were added (workqueue metrics). It is the barrier before
+// asserting that something did not happen: what the controller does, it
+// does from a key of that queue. (Keys put off with a delay, a damped
+// write or an expectation's recheck, are not in the queue until their
+// time comes.)
+func quiesce(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	poll.UntilMet(t, "the controller's queue drained", 30*time.Second, func() string {
+		depth, adds, done := queueFigures(t, reg)
+		if depth == 0 && done >= adds && adds > 0 {
+			return ""
+		}
+		return fmt.Sprintf("workqueue depth %v, %v keys added, %v done", depth, adds, done)
+	})
+}
+
+// queueFigures reads the workqueue's depth, adds and finished keys.
+func queueFigures(t *testing.T, reg *prometheus.Registry) (depth, adds, done float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "workqueue_depth":
+				depth += m.GetGauge().GetValue()
+			case "workqueue_adds_total":
+				adds += m.GetCounter().GetValue()
+			case "workqueue_work_duration_seconds":
+				done += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return depth, adds, done
 }

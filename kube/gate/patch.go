@@ -2,8 +2,8 @@ package gate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,28 +38,32 @@ func (c *Controller) nextCondition(ctx context.Context) bool {
 }
 
 // syncCondition makes the pod's probed.io/ready condition say what the
-// controller knows, patching it only when it differs.
+// controller knows, patching it only when it differs, and at most once
+// per MinInterval: a pod whose condition was written less than
+// MinInterval ago is checked again when the interval ends, with the state
+// it has then (the latest wins; a flip and its flip back cost nothing).
+// A delayed key waits in the queue's timer, not in a worker, so pods that
+// flip fast never hold the workers steady ones need.
 func (c *Controller) syncCondition(ctx context.Context, key string) error {
-	obj, ok, err := c.pods.GetByKey(key)
-	if err != nil || !ok {
-		return err
-	}
-	pod := obj.(*corev1.Pod)
-	if !podtarget.OptedIn(pod) {
+	pod, ok := c.pods.get(key)
+	if !ok || !podtarget.OptedIn(pod) || !c.pods.inScope(pod.Namespace) {
 		return nil
 	}
 	want, ok := c.wanted(pod)
 	if !ok {
 		return nil
 	}
+	now := c.opts.Clock.Now()
 	cur, has := conditionOf(pod)
 	c.mu.Lock()
 	w, wrote := c.written[key]
-	if wrote && (w.uid != string(pod.UID) || w.cond.same(cur)) {
-		// The cache has caught up with the last patch (or the pod is new).
+	if wrote && (w.uid != string(pod.UID) || w.cond.same(cur) || !now.Before(w.expires)) {
+		// The cache has caught up with the last patch (or the pod is
+		// new, or the expectation expired: the cache is the truth).
 		delete(c.written, key)
 		wrote = false
 	}
+	last, patchedBefore := c.lastWrite[key]
 	c.mu.Unlock()
 	if wrote && w.cond == want {
 		// Patched already; the cache has not caught up yet.
@@ -70,8 +74,7 @@ func (c *Controller) syncCondition(ctx context.Context, key string) error {
 	}
 	if wrote {
 		// The freshest status is the one patched last.
-		cur = &corev1.PodCondition{Status: w.cond.status, LastTransitionTime: w.at}
-		has = true
+		cur, has = &w.at, true
 	}
 	if !has && want.status == corev1.ConditionFalse && (want.reason == ReasonNotReady || want.reason == ReasonNotStarted) {
 		// kubelet counts a missing condition as not ready: a pod that was
@@ -79,23 +82,36 @@ func (c *Controller) syncCondition(ctx context.Context, key string) error {
 		// wrong), so a start costs one patch.
 		return nil
 	}
-	patch, err := want.patch(pod, cur, c.opts.Clock.Now())
+	if patchedBefore {
+		if wait := last.Add(c.opts.MinInterval).Sub(now); wait > 0 {
+			c.opts.Metrics.damped.Inc()
+			c.queue.AddAfter(key, wait)
+			return nil
+		}
+	}
+	patch, at, err := want.patch(pod, cur, now)
 	if err != nil {
 		return err
 	}
 	_, err = c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: c.opts.Owner}, "status")
-	c.opts.Metrics.patched(want.status, err)
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
+	case apierrors.IsNotFound(err), isUIDMismatch(err):
 		// Deleted, or replaced by a pod of the same name (the UID
 		// precondition): its own events follow.
+		c.opts.Metrics.patched(want.status, nil, true)
 		return nil
 	case err != nil:
+		c.opts.Metrics.patched(want.status, err, false)
 		return err
 	}
+	c.opts.Metrics.patched(want.status, nil, false)
 	c.mu.Lock()
-	c.written[key] = written{uid: string(pod.UID), cond: want, at: transitionTime(patch)}
+	c.written[key] = written{uid: string(pod.UID), cond: want, at: at, expires: now.Add(c.opts.ExpectationTTL)}
+	c.lastWrite[key] = now
 	c.mu.Unlock()
+	// Checked again when the expectation ends, in case the cache never
+	// shows this write (another writer replaced it at once).
+	c.queue.AddAfter(key, c.opts.ExpectationTTL)
 	return nil
 }
 
@@ -109,8 +125,11 @@ func (c *Controller) wanted(pod *corev1.Pod) (condition, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if bad, ok := c.invalid[key]; ok && bad.uid == string(pod.UID) {
-		return condition{status: corev1.ConditionFalse, reason: bad.reason, message: bound(bad.detail)}, true
+	if v, ok := c.refusedLocked(pod); ok {
+		return condition{status: corev1.ConditionFalse, reason: v.reason, message: bound(v.detail)}, true
+	}
+	if cf, ok := c.conflicts[key]; ok && cf.uid == string(pod.UID) {
+		return condition{status: corev1.ConditionFalse, reason: ReasonConflict, message: bound("probed's target " + key + ": " + cf.message)}, true
 	}
 	if !c.synced || pod.Status.PodIP == "" {
 		return condition{}, false
@@ -127,17 +146,35 @@ func isForbidden(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || (errors.As(err, &status) && status.Status().Code == 403)
 }
 
-// transitionTime reads back the lastTransitionTime a patch sets.
-func transitionTime(patch []byte) metav1.Time {
-	var p struct {
-		Status struct {
-			Conditions []struct {
-				LastTransitionTime metav1.Time `json:"lastTransitionTime"`
-			} `json:"conditions"`
-		} `json:"status"`
+// isUIDMismatch reports whether a patch failed only on its UID
+// precondition (the patch's metadata.uid is not the pod's: the pod was
+// replaced by one of the same name). Any other invalid patch is an
+// error, logged and retried.
+func isUIDMismatch(err error) bool {
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
+		return false
 	}
-	if json.Unmarshal(patch, &p) != nil || len(p.Status.Conditions) == 0 {
-		return metav1.Time{}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
 	}
-	return p.Status.Conditions[0].LastTransitionTime
+	d := status.Status().Details
+	if apierrors.IsConflict(err) {
+		// A precondition of an update (metav1.Preconditions) is a
+		// Conflict naming the UID.
+		return d != nil && containsUID(status.Status().Message)
+	}
+	if d == nil || len(d.Causes) == 0 {
+		return false
+	}
+	for _, cause := range d.Causes {
+		if cause.Field != "metadata.uid" {
+			return false
+		}
+	}
+	return true
+}
+
+func containsUID(msg string) bool {
+	return strings.Contains(msg, "Precondition failed: UID in precondition")
 }

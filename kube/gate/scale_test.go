@@ -18,8 +18,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/kube/gate"
 	"github.com/probed/probed/kube/podtarget"
+	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
 // envInt returns the environment variable name as an int, or def.
@@ -54,6 +56,13 @@ func patchCount(t *testing.T, reg *prometheus.Registry) (patches, errs float64) 
 // time, and returns their IPs by name.
 func (f *fixture) createPods(n int, annotation string) map[string]string {
 	f.t.Helper()
+	return f.createPodsIn(f.ns, "web", n, annotation)
+}
+
+// createPodsIn creates and runs n opted-in pods named prefix-NNNN in ns
+// with annotation, 32 at a time, and returns their IPs by name.
+func (f *fixture) createPodsIn(ns, prefix string, n int, annotation string) map[string]string {
+	f.t.Helper()
 	ips := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -62,8 +71,8 @@ func (f *fixture) createPods(n int, annotation string) map[string]string {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			name := fmt.Sprintf("web-%04d", i)
-			_, ip := f.pod(name, annotation, true)
+			name := fmt.Sprintf("%s-%05d", prefix, i)
+			_, ip := f.podIn(ns, name, annotation, true)
 			mu.Lock()
 			ips[name] = ip
 			mu.Unlock()
@@ -98,6 +107,28 @@ func (f *fixture) waitConditions(status corev1.ConditionStatus, n int, timeout t
 		}
 		time.Sleep(time.Second) // a list of 2,000 pods is ~10 MB
 	}
+}
+
+// waitFailing waits until probed has n targets of the test's namespace,
+// each with a failed readiness probe.
+func (f *fixture) waitFailing(n int) {
+	f.t.Helper()
+	poll.UntilMet(f.t, "every target registered and failing", time.Minute, func() string {
+		targets, err := f.pc.ListAll(f.t.Context(), map[string]string{podtarget.LabelNamespace: f.ns})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		failing := 0
+		for _, tg := range targets {
+			if tg.GetStatus().GetReadiness().GetResult() == probev1.Result_RESULT_FAILURE {
+				failing++
+			}
+		}
+		if failing == n {
+			return ""
+		}
+		return fmt.Sprintf("%d of %d targets failing", failing, n)
+	})
 }
 
 // countFlips follows probed's events of the test's targets and returns a
@@ -159,7 +190,9 @@ func TestThousandsOfPods(t *testing.T) {
 		}
 		f.waitConditions(status, n, 3*time.Minute)
 		took := time.Since(flipped)
-		time.Sleep(2 * time.Second) // patches that should not happen would show now
+		// Patches that should not happen would be sent from a key of the
+		// queue: once it drains, they are counted.
+		quiesce(t, reg)
 		after, errs := patchCount(t, reg)
 		patches := after - before
 		nflips := flips() - flipsBefore
@@ -228,7 +261,7 @@ func TestLatency(t *testing.T) {
 
 	// Fast until ready: 50 ms until the first success, then 1 s.
 	ips := f.createPods(n, `{"readinessProbe": {"httpGet": {"port": "http", "path": "/healthz"}, "periodSeconds": 1, "initialPeriodSeconds": 0, "initialPeriodMilliseconds": 50, "failureThreshold": 1}}`)
-	time.Sleep(2 * time.Second) // every target registered and failing
+	f.waitFailing(n)
 	for _, ip := range ips {
 		f.net.set(ip, true)
 		time.Sleep(20 * time.Millisecond) // spread the starts over the period

@@ -19,46 +19,102 @@ import (
 
 // Backoff of a failed apply.
 const (
-	minApplyBackoff = 100 * time.Millisecond
-	maxApplyBackoff = 5 * time.Second
+	minApplyBackoff = 50 * time.Millisecond
+	maxApplyBackoff = time.Second
 )
 
-// syncTargets applies the target set each time a pod changes (changes that
-// arrive during an apply are coalesced into the next one), and every
-// Resync. A failed apply is retried with a backoff; nothing is pruned by
-// a failed apply.
+// syncTargets applies the set of each namespace whose pods changed
+// (changes that arrive during an apply are coalesced into the next one),
+// and every namespace's every Resync. A failed apply is retried with a
+// backoff; nothing is pruned by a failed apply, and a namespace whose
+// apply fails delays no other.
+//
+// Each namespace is one set: ApplyTargets with the controller's owner and
+// the selector probed.io/controller=OWNER, probed.io/namespace=NAMESPACE,
+// so it prunes only that namespace's targets, and a set is bounded by
+// one namespace's pods (probed takes at most 20,000 targets per set).
 func (c *Controller) syncTargets(ctx context.Context) error {
 	resync := c.opts.Clock.NewTicker(c.opts.Resync)
 	defer resync.Stop()
 	backoff := time.Duration(0)
-	c.markDirty() // the first apply converges what changed while down
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.dirty:
 		case <-resync.Chan():
+			c.markAllDirty()
+			continue
 		}
-		err := c.applyOnce(ctx)
-		c.opts.Metrics.applied(err)
-		switch {
-		case err == nil:
+		if !c.watchSynced() {
+			// Nothing is applied before probed's snapshot is in: then
+			// every namespace is applied (endSnapshot), those whose
+			// pods are gone included, once.
+			continue
+		}
+		failed := false
+		for _, ns := range c.takeDirty() {
+			err := c.applyNamespace(ctx, ns)
+			c.opts.Metrics.applied(err)
+			switch {
+			case err == nil:
+				continue
+			case ctx.Err() != nil:
+				return nil
+			case isFatal(err):
+				return err
+			}
+			failed = true
+			c.markDirtyQuiet(ns)
+			c.opts.Metrics.logf("apply the targets of namespace %s: %v", ns, err)
+		}
+		if !failed {
 			backoff = 0
 			continue
-		case ctx.Err() != nil:
-			return nil
-		case isFatal(err):
-			return err
 		}
 		backoff = min(max(2*backoff, minApplyBackoff), maxApplyBackoff)
-		c.opts.Metrics.logf("apply targets: %v (retry in %v)", err, backoff)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.opts.Clock.After(backoff):
-			c.markDirty()
+			c.signal()
 		}
 	}
+}
+
+// watchSynced reports whether the watch's first snapshot is complete.
+func (c *Controller) watchSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+// takeDirty returns the namespaces to apply now, sorted, and clears them.
+func (c *Controller) takeDirty() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.allDirty {
+		c.allDirty = false
+		for _, ns := range c.pods.namespaceNames() {
+			c.dirtyNS[ns] = true
+		}
+		for ns := range c.nsTargets {
+			// A namespace whose pods are all gone still has targets
+			// to prune.
+			c.dirtyNS[ns] = true
+		}
+	}
+	out := slices.Sorted(maps.Keys(c.dirtyNS))
+	clear(c.dirtyNS)
+	return out
+}
+
+// markDirtyQuiet marks namespace dirty without waking syncTargets (it
+// retries after its backoff).
+func (c *Controller) markDirtyQuiet(namespace string) {
+	c.mu.Lock()
+	c.dirtyNS[namespace] = true
+	c.mu.Unlock()
 }
 
 // isFatal reports whether probed refuses the controller itself.
@@ -66,16 +122,23 @@ func isFatal(err error) bool {
 	return errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied)
 }
 
-// maxInvalidRounds bounds the applies of one sync that each drop the
-// targets probed found invalid.
-const maxInvalidRounds = 3
-
-// applyOnce computes the desired targets from the pod cache and applies
-// them.
-func (c *Controller) applyOnce(ctx context.Context) error {
-	desired, pods := c.desired()
-	for range maxInvalidRounds {
-		resp, err := c.prober.Apply(ctx, c.opts.Owner, map[string]string{podtarget.LabelOwner: c.opts.Owner}, desired)
+// applyNamespace applies namespace's set. Targets probed refuses (field
+// violations of targets[i]) are recorded as their pods' refusals and
+// left out, and the rest applied again, as long as each round leaves
+// some out: probed names at most 100 violations per refusal.
+func (c *Controller) applyNamespace(ctx context.Context, namespace string) error {
+	desired, pods := c.desiredIn(namespace)
+	c.mu.Lock()
+	known := c.nsTargets[namespace]
+	c.mu.Unlock()
+	if len(desired) == 0 && known == 0 {
+		// Nothing to create and nothing to prune (a namespace of pods
+		// that do not opt in): no call.
+		return nil
+	}
+	selector := map[string]string{podtarget.LabelOwner: c.opts.Owner, podtarget.LabelNamespace: namespace}
+	for {
+		resp, err := c.prober.Apply(ctx, c.opts.Owner, selector, desired)
 		if inv, ok := errors.AsType[*client.InvalidError](err); ok {
 			bad := c.rejected(inv, desired, pods)
 			if len(bad) == 0 {
@@ -87,67 +150,14 @@ func (c *Controller) applyOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.afterApply(ctx, resp, desired, pods)
+		c.afterApply(ctx, namespace, resp, desired, pods)
 		return nil
 	}
-	return errors.New("apply targets: probed keeps finding targets invalid")
-}
-
-// desired returns the targets of the opted-in pods that have an IP and are
-// not terminating, and those pods by target name. Pods whose annotation
-// is bad are recorded (their condition says so) and left out.
-func (c *Controller) desired() ([]*probev1.Target, map[string]*corev1.Pod) {
-	var targets []*probev1.Target
-	pods := map[string]*corev1.Pod{}
-	var changed []string
-	c.mu.Lock()
-	defer func() {
-		c.mu.Unlock()
-		for _, k := range changed {
-			c.queue.Add(k)
-		}
-	}()
-	seen := map[string]bool{}
-	for _, obj := range c.pods.List() {
-		pod := obj.(*corev1.Pod)
-		if !podtarget.OptedIn(pod) || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" || isFinished(pod) {
-			continue
-		}
-		key := podtarget.Name(pod.Namespace, pod.Name)
-		seen[key] = true
-		t, err := podtarget.Target(pod, c.opts.Owner)
-		if inv, ok := errors.AsType[*podtarget.InvalidError](err); ok {
-			if prev := c.invalid[key]; prev.uid != string(pod.UID) || prev.detail != inv.Error() {
-				c.invalid[key] = badPod{uid: string(pod.UID), reason: ReasonInvalidProbes, detail: inv.Error()}
-				c.warnLocked(pod, ReasonInvalidProbes, inv.Error())
-				changed = append(changed, key)
-			}
-			continue
-		}
-		if _, was := c.invalid[key]; was {
-			delete(c.invalid, key)
-			changed = append(changed, key)
-		}
-		targets = append(targets, t)
-		pods[key] = pod
-	}
-	for key := range c.invalid {
-		if !seen[key] {
-			delete(c.invalid, key)
-		}
-	}
-	slices.SortFunc(targets, func(a, b *probev1.Target) int { return strings.Compare(a.GetName(), b.GetName()) })
-	c.opts.Metrics.targets.Set(float64(len(targets)))
-	return targets, pods
-}
-
-func isFinished(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // violationIndex matches the index of a desired target in a field
 // violation of ApplyTargets ("targets[3].readinessProbe...").
-var violationIndex = regexp.MustCompile(`^targets\[(\d+)\]\.?(.*)$`)
+var violationIndex = regexp.MustCompile(`^targets\[(\d+)\](.*)$`)
 
 // rejected records the pods whose targets probed found invalid, with an
 // Event naming the fields, and returns their names.
@@ -163,14 +173,13 @@ func (c *Controller) rejected(inv *client.InvalidError, desired []*probev1.Targe
 			continue
 		}
 		name := desired[i].GetName()
-		details[name] = append(details[name], annotationField(m[2])+": "+v.Description)
+		details[name] = append(details[name], podtarget.PodField(m[2])+": "+v.Description)
 	}
 	c.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(details)) {
-		pod := pods[name]
-		detail := strings.Join(details[name], "; ")
-		c.invalid[name] = badPod{uid: string(pod.UID), reason: ReasonInvalidProbes, detail: detail}
-		c.warnLocked(pod, ReasonInvalidProbes, detail)
+		if pod := pods[name]; pod != nil {
+			c.refuseLocked(pod, strings.Join(details[name], "; "))
+		}
 	}
 	c.mu.Unlock()
 	bad := map[string]bool{}
@@ -181,23 +190,33 @@ func (c *Controller) rejected(inv *client.InvalidError, desired []*probev1.Targe
 	return bad
 }
 
-// annotationField names a field of a target as the annotation's field.
-func annotationField(field string) string {
-	return "metadata.annotations[" + podtarget.ProbesAnnotation + "]." + field
-}
-
-// afterApply records conflicts and resets the targets whose container
-// restarted (or whose pod was replaced under the same name).
-func (c *Controller) afterApply(ctx context.Context, resp *probev1.ApplyTargetsResponse, desired []*probev1.Target, pods map[string]*corev1.Pod) {
+// afterApply records the namespace's conflicts and resets the targets
+// whose container restarted (or whose pod was replaced under the same
+// name).
+func (c *Controller) afterApply(ctx context.Context, namespace string, resp *probev1.ApplyTargetsResponse, desired []*probev1.Target, pods map[string]*corev1.Pod) {
 	created := map[string]bool{}
 	for _, n := range resp.GetCreated() {
 		created[n] = true
 	}
+	var requeue []string
 	c.mu.Lock()
+	inConflict := map[string]bool{}
 	for _, cf := range resp.GetConflicts() {
-		if pod := pods[cf.GetName()]; pod != nil {
-			c.invalid[cf.GetName()] = badPod{uid: string(pod.UID), reason: ReasonConflict, detail: cf.GetMessage()}
-			c.warnLocked(pod, ReasonConflict, "probed's target "+cf.GetName()+": "+cf.GetMessage())
+		pod := pods[cf.GetName()]
+		if pod == nil {
+			continue
+		}
+		inConflict[cf.GetName()] = true
+		if prev, ok := c.conflicts[cf.GetName()]; !ok || prev.uid != string(pod.UID) {
+			requeue = append(requeue, cf.GetName())
+		}
+		c.conflicts[cf.GetName()] = conflict{uid: string(pod.UID), message: cf.GetMessage()}
+		c.warnLocked(pod, ReasonConflict, "probed's target "+cf.GetName()+": "+cf.GetMessage())
+	}
+	for name := range c.conflicts {
+		if podNamespace(name) == namespace && !inConflict[name] {
+			delete(c.conflicts, name)
+			requeue = append(requeue, name)
 		}
 	}
 	var reset []string
@@ -211,17 +230,24 @@ func (c *Controller) afterApply(ctx context.Context, resp *probev1.ApplyTargetsR
 		c.applied[name] = uid
 	}
 	for name := range c.applied {
-		if pods[name] == nil {
+		if podNamespace(name) == namespace && pods[name] == nil {
 			delete(c.applied, name)
 		}
 	}
+	c.opts.Metrics.targets.Set(float64(len(c.applied)))
 	c.mu.Unlock()
-	for _, cf := range resp.GetConflicts() {
-		c.queue.Add(cf.GetName())
+	for _, name := range requeue {
+		c.queue.Add(name)
 	}
 	for _, name := range reset {
 		if _, err := c.prober.Reset(ctx, name); err != nil && !errors.Is(err, client.ErrNotFound) {
 			c.opts.Metrics.logf("reset %s: %v", name, err)
 		}
 	}
+}
+
+// podNamespace is the namespace of a target name (a pod key).
+func podNamespace(name string) string {
+	ns, _, _ := strings.Cut(name, "/")
+	return ns
 }

@@ -21,7 +21,9 @@ func (c *Controller) watch(ctx context.Context) error {
 	var snapshot map[string]bool // names of the snapshot being received
 	ch := c.prober.Watch(ctx,
 		client.WithLabels(map[string]string{podtarget.LabelOwner: c.opts.Owner}),
-		client.WithBackoff(50*time.Millisecond, 2*time.Second),
+		// Back within half a second of probed (with the channel's own
+		// reconnection, see Reconnect).
+		client.WithBackoff(25*time.Millisecond, 250*time.Millisecond),
 		client.WithStateFunc(func(s client.WatchState) {
 			c.opts.Metrics.setConnected(s.Connected, s.Err)
 		}))
@@ -55,8 +57,11 @@ func (c *Controller) event(ev *probev1.Event) {
 	name := ev.GetName()
 	c.mu.Lock()
 	if ev.GetKind() == probev1.EventKind_EVENT_KIND_DELETED {
-		delete(c.states, name)
+		c.dropStateLocked(name)
 	} else {
+		if _, known := c.states[name]; !known {
+			c.nsTargets[podNamespace(name)]++
+		}
 		c.states[name] = c.states[name].apply(ev)
 	}
 	c.mu.Unlock()
@@ -64,7 +69,7 @@ func (c *Controller) event(ev *probev1.Event) {
 	if ev.GetKind() == probev1.EventKind_EVENT_KIND_TRANSITION &&
 		ev.GetProbeType() == probev1.ProbeType_PROBE_TYPE_LIVENESS &&
 		ev.GetTo() == probev1.Result_RESULT_FAILURE {
-		c.livenessFailed(name, ev.GetMessage())
+		c.livenessFailed(name)
 	}
 	c.queue.Add(name) // the target's name is its pod's key
 }
@@ -76,7 +81,7 @@ func (c *Controller) endSnapshot(names map[string]bool) {
 	var gone []string
 	for name := range c.states {
 		if !names[name] {
-			delete(c.states, name)
+			c.dropStateLocked(name)
 			gone = append(gone, name)
 		}
 	}
@@ -87,15 +92,29 @@ func (c *Controller) endSnapshot(names map[string]bool) {
 	}
 	// A target missing from probed (e.g. probed lost its data) is
 	// registered again.
-	c.markDirty()
+	c.markAllDirty()
 }
 
 // livenessFailed reports a liveness failure as an Event on the pod: probed
-// restarts nothing, so people and tools learn it from the pod.
-func (c *Controller) livenessFailed(name, message string) {
-	obj, ok, err := c.pods.GetByKey(name)
-	if err != nil || !ok {
+// restarts nothing, so people and tools learn it from the pod. The Event
+// says no more than the condition would (see targetState.condition): the
+// probe's message quotes the answer, and Events are as readable as pods.
+func (c *Controller) livenessFailed(name string) {
+	pod, ok := c.pods.get(name)
+	if !ok {
 		return
 	}
-	c.recorder.Event(obj.(*corev1.Pod), corev1.EventTypeWarning, "LivenessProbeFailed", bound("liveness probe failed: "+message))
+	c.recorder.Event(pod, corev1.EventTypeWarning, ReasonLivenessFailed, summary("liveness", probev1.Result_RESULT_FAILURE))
+}
+
+// dropStateLocked forgets the state of the target name. c.mu is held.
+func (c *Controller) dropStateLocked(name string) {
+	if _, known := c.states[name]; !known {
+		return
+	}
+	delete(c.states, name)
+	ns := podNamespace(name)
+	if c.nsTargets[ns]--; c.nsTargets[ns] <= 0 {
+		delete(c.nsTargets, ns)
+	}
 }

@@ -134,3 +134,23 @@ func TestMadeImage(t *testing.T) {
 	}
 	checkImage(t, img, []string{"probed", "probectl", "probed-kube"}, cfg.Config.Labels["org.opencontainers.image.version"])
 }
+
+// TestMadeImageIsTheChartDefault: the image `make image` wrote carries
+// exactly the reference the chart deploys by default.
+func TestMadeImageIsTheChartDefault(t *testing.T) {
+	path := filepath.Join("..", "..", "bin", "probed-image.tar")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s: run `make image`", path)
+	}
+	want, err := image.ChartRef(filepath.Join("..", "..", "deploy", "helm", "probed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 || !slices.Equal(m[0].RepoTags, []string{want}) {
+		t.Errorf("%s holds %+v; want one image tagged %s", path, m, want)
+	}
+}

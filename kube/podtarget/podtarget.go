@@ -13,21 +13,24 @@
 //	  readinessGates:
 //	  - conditionType: probed.io/ready
 //
-// The probes reach the pod only: the host is the pod's IP (a host naming
-// anything else is a field error), and a port may be a container port
-// name, resolved as kubelet resolves it.
+// The probes reach the pod only: the rule is enforced on the decoded
+// probe (destination.go), where every host is set to the pod's IP and
+// any field naming another destination (a host, a TLS server name, a Host
+// header) is a field error. A port may be a container port name, resolved
+// as kubelet resolves it.
 package podtarget
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	corev1 "k8s.io/api/core/v1"
 
 	probev1 "github.com/probed/probed/proto/probe/v1"
@@ -50,10 +53,26 @@ const (
 
 	// MaxAnnotationBytes bounds the annotation: longer is a field error.
 	MaxAnnotationBytes = 64 << 10
+
+	// ServiceAnnotation names the xDS service the pod's target is an
+	// endpoint of (copied into LabelService): a target NAMESPACE/NAME
+	// with probed.io/service=S is an endpoint of S.NAMESPACE.
+	ServiceAnnotation = "probed.io/service"
+	// ServingPortAnnotation is the port traffic goes to when it is not
+	// the readiness probe's (a number or a container port name; copied
+	// as a number into LabelServingPort).
+	ServingPortAnnotation = "probed.io/serving-port"
+	// Labels of a target that joins an xDS service.
+	LabelService     = "probed.io/service"
+	LabelServingPort = "probed.io/serving-port"
+
+	// InjectLabel=enabled on a namespace makes the admission webhook add
+	// the readiness gate to the pods created there with the annotation.
+	InjectLabel = "probed.io/readiness-gate-inject"
 )
 
-// probeKeys are the annotation's fields, in the order they are reported.
-var probeKeys = []string{"startupProbe", "livenessProbe", "readinessProbe"}
+// Annotations are the pod annotations a target is computed from.
+var Annotations = []string{ProbesAnnotation, ServiceAnnotation, ServingPortAnnotation}
 
 // annotationPath is the field path of the annotation, as kubectl names it.
 const annotationPath = "metadata.annotations[" + ProbesAnnotation + "]"
@@ -116,42 +135,50 @@ func Target(pod *corev1.Pod, owner string) (*probev1.Target, error) {
 		delete(t.Labels, LabelPod)
 	}
 	raw, ok := pod.Annotations[ProbesAnnotation]
-	var errs []FieldError
 	switch {
 	case !ok:
 		return nil, &InvalidError{Errors: []FieldError{{Field: annotationPath, Detail: "Required value: the pod lists the readiness gate " + GateType + " but has no probes"}}}
 	case len(raw) > MaxAnnotationBytes:
 		return nil, &InvalidError{Errors: []FieldError{{Field: annotationPath, Detail: fmt.Sprintf("Too long: must have at most %d bytes", MaxAnnotationBytes)}}}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
+	members, err := objectMembers([]byte(raw))
+	if err != nil {
 		return nil, &InvalidError{Errors: []FieldError{{Field: annotationPath, Detail: "Invalid value: not a JSON object: " + err.Error()}}}
 	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !slices.Contains(probeKeys, k) {
-			errs = append(errs, FieldError{Field: annotationPath + "." + k, Detail: "Unsupported field: want startupProbe, livenessProbe or readinessProbe"})
-		}
-	}
+	var errs []FieldError
+	md := t.ProtoReflect().Descriptor()
+	seen := map[protoreflect.FieldNumber]string{}
 	found := false
-	for _, k := range probeKeys {
-		msg, ok := fields[k]
-		if !ok || string(msg) == "null" {
+	for _, m := range members {
+		fd := fieldByKey(md, m.key)
+		if fd == nil || !slices.Contains(probeFields, fd.Name()) {
+			errs = append(errs, FieldError{Field: annotationPath + keyPath(m.key), Detail: "Unsupported field: want startupProbe, livenessProbe or readinessProbe"})
+			continue
+		}
+		path := annotationPath + "." + fd.JSONName()
+		if first, dup := seen[fd.Number()]; dup {
+			errs = append(errs, FieldError{Field: path, Detail: fmt.Sprintf("Duplicate value: given as %s and as %s", quote(first), quote(m.key))})
+			continue
+		}
+		seen[fd.Number()] = m.key
+		if string(bytes.TrimSpace(m.value)) == "null" {
 			continue
 		}
 		found = true
-		p, perrs := probe(pod, annotationPath+"."+k, msg)
+		p, perrs := probe(pod, path, m.value)
 		errs = append(errs, perrs...)
-		switch k {
-		case "startupProbe":
-			t.StartupProbe = p
-		case "livenessProbe":
-			t.LivenessProbe = p
-		case "readinessProbe":
-			t.ReadinessProbe = p
+		if p != nil {
+			t.ProtoReflect().Set(fd, protoreflect.ValueOfMessage(p.ProtoReflect()))
 		}
 	}
 	if !found && len(errs) == 0 {
 		errs = append(errs, FieldError{Field: annotationPath, Detail: "Required value: at least one of startupProbe, livenessProbe and readinessProbe"})
+	}
+	errs = append(errs, serviceLabels(pod, t.Labels)...)
+	if len(errs) == 0 {
+		// What probed itself would refuse is refused here, before it is
+		// sent: one pod's mistake never reaches its namespace's set.
+		errs = validate(t)
 	}
 	if len(errs) > 0 {
 		return nil, &InvalidError{Errors: errs}
@@ -159,97 +186,23 @@ func Target(pod *corev1.Pod, owner string) (*probev1.Target, error) {
 	return t, nil
 }
 
-// handlerKeys are a probe's handlers that reach a host and port.
-var handlerKeys = []string{"httpGet", "tcpSocket", "grpc"}
+// probeFields are the fields of a Target the annotation may set.
+var probeFields = []protoreflect.Name{"startup_probe", "liveness_probe", "readiness_probe"}
 
 // probe decodes one probe of the annotation at path, aimed at the pod.
-func probe(pod *corev1.Pod, path string, msg json.RawMessage) (*probev1.Probe, []FieldError) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &fields); err != nil {
-		return nil, []FieldError{{Field: path, Detail: "Invalid value: not a JSON object: " + err.Error()}}
-	}
-	var errs []FieldError
-	if _, ok := fields["exec"]; ok {
-		errs = append(errs, FieldError{Field: path + ".exec", Detail: "Forbidden: exec probes would run on probed's host, not in the pod"})
-	}
-	for _, h := range handlerKeys {
-		hmsg, ok := fields[h]
-		if !ok {
-			continue
-		}
-		aimed, herrs := aim(pod, path+"."+h, hmsg)
-		errs = append(errs, herrs...)
-		fields[h] = aimed
-	}
+func probe(pod *corev1.Pod, path string, raw json.RawMessage) (*probev1.Probe, []FieldError) {
+	p := &probev1.Probe{}
+	rewritten, errs := resolvePorts(pod, p.ProtoReflect().Descriptor(), path, raw)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	rewritten, err := json.Marshal(fields)
-	if err != nil {
-		return nil, []FieldError{{Field: path, Detail: err.Error()}}
-	}
-	p := &probev1.Probe{}
 	if err := protojson.Unmarshal(rewritten, p); err != nil {
 		return nil, []FieldError{{Field: path, Detail: "Invalid value: " + protojsonDetail(err)}}
 	}
+	if errs := aim(p, pod.Status.PodIP, path); len(errs) > 0 {
+		return nil, errs
+	}
 	return p, nil
-}
-
-// aim sets the host of a handler to the pod's IP and resolves a named
-// port.
-func aim(pod *corev1.Pod, path string, msg json.RawMessage) (json.RawMessage, []FieldError) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &fields); err != nil || fields == nil {
-		return msg, []FieldError{{Field: path, Detail: "Invalid value: not a JSON object"}}
-	}
-	var errs []FieldError
-	if h, ok := fields["host"]; ok {
-		var host string
-		if err := json.Unmarshal(h, &host); err != nil || (host != "" && host != pod.Status.PodIP) {
-			errs = append(errs, FieldError{Field: path + ".host", Detail: fmt.Sprintf("Forbidden: probes reach the pod only; leave the host out (it is the pod IP, %s)", pod.Status.PodIP)})
-		}
-	}
-	ip, _ := json.Marshal(pod.Status.PodIP)
-	fields["host"] = ip
-	if p, ok := fields["port"]; ok && bytes.HasPrefix(bytes.TrimSpace(p), []byte(`"`)) {
-		var name string
-		if err := json.Unmarshal(p, &name); err != nil {
-			errs = append(errs, FieldError{Field: path + ".port", Detail: "Invalid value: " + err.Error()})
-		} else if port, detail := resolvePort(pod, name); detail != "" {
-			errs = append(errs, FieldError{Field: path + ".port", Detail: detail})
-		} else {
-			fields["port"] = json.RawMessage(strconv.Itoa(port))
-		}
-	}
-	out, err := json.Marshal(fields)
-	if err != nil {
-		errs = append(errs, FieldError{Field: path, Detail: err.Error()})
-	}
-	return out, errs
-}
-
-// resolvePort resolves a port given as a string as kubelet does
-// (pkg/probe.ResolveContainerPort): the containerPort of the first
-// container port by that name, else the string as a number; it must be
-// 1-65535. kubelet looks in the probe's container; a pod's probes belong
-// to no container, so every container is searched in order. detail says
-// why the port is bad, "" when it is not.
-func resolvePort(pod *corev1.Pod, name string) (port int, detail string) {
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == name {
-				return int(p.ContainerPort), ""
-			}
-		}
-	}
-	port, err := strconv.Atoi(name)
-	if err != nil {
-		return 0, fmt.Sprintf("Not found: %q: no container port by that name", name)
-	}
-	if port < 1 || port > 65535 {
-		return 0, fmt.Sprintf("Invalid value: %d: must be between 1 and 65535", port)
-	}
-	return port, ""
 }
 
 // protojsonDetail drops protojson's "proto: " prefix and its unstable
@@ -257,4 +210,31 @@ func resolvePort(pod *corev1.Pod, name string) (port int, detail string) {
 func protojsonDetail(err error) string {
 	s := strings.TrimPrefix(err.Error(), "proto:")
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// keyPath is the field path of a JSON key: ".key" when it is a plain
+// name, else the key quoted in brackets.
+func keyPath(key string) string {
+	if key != "" && len(key) <= maxQuoteBytes && !strings.ContainsFunc(key, func(r rune) bool {
+		return r != '_' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	}) {
+		return "." + key
+	}
+	return "[" + quote(key) + "]"
+}
+
+// maxQuoteBytes bounds what a field error quotes of the annotation.
+const maxQuoteBytes = 64
+
+// quote quotes s for a message, with Go's escapes for control characters,
+// cut to maxQuoteBytes.
+func quote(s string) string {
+	if len(s) <= maxQuoteBytes {
+		return strconv.Quote(s)
+	}
+	n := maxQuoteBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "..."
 }

@@ -89,11 +89,14 @@ func TestTargetInvalid(t *testing.T) {
 		{name: "port out of range", annotation: `{"readinessProbe": {"tcpSocket": {"port": "70000"}}}`, want: []string{a + ".readinessProbe.tcpSocket.port"}},
 		{name: "other host", annotation: `{"livenessProbe": {"httpGet": {"host": "169.254.169.254", "port": 80}}}`, want: []string{a + ".livenessProbe.httpGet.host"}},
 		{name: "exec", annotation: `{"readinessProbe": {"exec": {"command": ["true"]}}}`, want: []string{a + ".readinessProbe.exec"}},
+		{name: "probed's validation: no port", annotation: `{"readinessProbe": {"tcpSocket": {}}}`, want: []string{a + ".readinessProbe.tcpSocket.port"}},
+		{name: "probed's validation: negative period", annotation: `{"readinessProbe": {"tcpSocket": {"port": 1}, "periodSeconds": -1}}`, want: []string{a + ".readinessProbe.periodSeconds"}},
+		{name: "probed's validation: no handler", annotation: `{"livenessProbe": {"periodSeconds": 1}}`, want: []string{a + ".livenessProbe"}},
 		{name: "unknown probe field", annotation: `{"readinessProbe": {"tcpSocket": {"port": 1}, "perodSeconds": 1}}`, want: []string{a + ".readinessProbe"}},
 		{
 			name:       "every error at once",
 			annotation: `{"startupProbe": {"httpGet": {"port": "nope"}}, "readinessProbe": {"exec": {}}, "x": 1}`,
-			want:       []string{a + ".x", a + ".startupProbe.httpGet.port", a + ".readinessProbe.exec"},
+			want:       []string{a + ".startupProbe.httpGet.port", a + ".readinessProbe.exec", a + ".x"},
 		},
 	}
 	for _, tt := range tests {
@@ -133,5 +136,60 @@ func TestOptedIn(t *testing.T) {
 	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "other.io/ready"}}
 	if podtarget.OptedIn(p) {
 		t.Error("pod with another gate: opted in")
+	}
+}
+
+func TestServiceLabels(t *testing.T) {
+	const probes = `{"readinessProbe": {"grpc": {"port": "http"}}}`
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        map[string]string // the service labels
+		bad         []string          // fields
+	}{
+		{name: "none", want: map[string]string{}},
+		{name: "service", annotations: map[string]string{podtarget.ServiceAnnotation: "web"}, want: map[string]string{podtarget.LabelService: "web"}},
+		{name: "service and named serving port", annotations: map[string]string{podtarget.ServiceAnnotation: "web", podtarget.ServingPortAnnotation: "metrics"},
+			want: map[string]string{podtarget.LabelService: "web", podtarget.LabelServingPort: "9000"}},
+		{name: "numeric serving port", annotations: map[string]string{podtarget.ServingPortAnnotation: "8443"}, want: map[string]string{podtarget.LabelServingPort: "8443"}},
+		{name: "bad service", annotations: map[string]string{podtarget.ServiceAnnotation: "Web.shop"}, bad: []string{"metadata.annotations[probed.io/service]"}},
+		{name: "service starting with a digit", annotations: map[string]string{podtarget.ServiceAnnotation: "1web"}, bad: []string{"metadata.annotations[probed.io/service]"}},
+		{name: "bad port", annotations: map[string]string{podtarget.ServingPortAnnotation: "0"}, bad: []string{"metadata.annotations[probed.io/serving-port]"}},
+		{name: "unknown port name", annotations: map[string]string{podtarget.ServingPortAnnotation: "grpc"}, bad: []string{"metadata.annotations[probed.io/serving-port]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod(probes)
+			for k, v := range tt.annotations {
+				p.Annotations[k] = v
+			}
+			got, err := podtarget.Target(p, "ctl")
+			if tt.bad != nil {
+				inv, ok := errors.AsType[*podtarget.InvalidError](err)
+				if !ok {
+					t.Fatalf("Target = %v; want an *InvalidError", err)
+				}
+				var fields []string
+				for _, fe := range inv.Errors {
+					fields = append(fields, fe.Field)
+				}
+				if diff := cmp.Diff(tt.bad, fields); diff != "" {
+					t.Errorf("fields (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := map[string]string{}
+			for _, k := range []string{podtarget.LabelService, podtarget.LabelServingPort} {
+				if v, ok := got.GetLabels()[k]; ok {
+					svc[k] = v
+				}
+			}
+			if diff := cmp.Diff(tt.want, svc); diff != "" {
+				t.Errorf("service labels (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

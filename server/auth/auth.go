@@ -221,8 +221,7 @@ const metadataForwardedFor = "probed-forwarded-for"
 // "probed-forwarded-for" metadata when the caller, id, is a replica, id
 // otherwise.
 func (a *Authenticator) forwardedFor(ctx context.Context, id string) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(metadataForwardedFor)
+	v := metadata.ValueFromIncomingContext(ctx, metadataForwardedFor)
 	if len(v) != 1 || v[0] == "" {
 		return id
 	}
@@ -248,8 +247,7 @@ func rateLimited(id string, wait time.Duration, help string) error {
 
 // authenticate returns the caller's identity, or why it has none.
 func (a *Authenticator) authenticate(ctx context.Context) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	id, err := a.identify(peerCertificate(ctx), md.Get("authorization"))
+	id, err := a.identify(peerCertificate(ctx), metadata.ValueFromIncomingContext(ctx, "authorization"))
 	if id == Anonymous {
 		id = AnonymousAt(peerAddr(ctx))
 	}

@@ -71,6 +71,9 @@ func TestPolicyFileErrors(t *testing.T) {
 		{"no names", "rules:\n- {identities: [a], verbs: [read]}\n", "names"},
 		{"unknown field", "rules:\n- {identities: [a], names: [''], verbs: [read], labels: [x]}\n", "labels"},
 		{"not YAML", "rules: [", "yaml"},
+		{"a namespace without its slash", "rules:\n- {identities: [a], names: [team-a], verbs: [read]}\n", `names[0]: "team-a" is a prefix of every name that starts with it ("team-ab/web"`},
+		{"a plain name as a prefix", "rules:\n- {identities: [a], names: ['team-b/', solo], verbs: [write]}\n", `names[1]: "solo"`},
+		{"metrics on some names", "rules:\n- {identities: [prometheus], names: [team-a/], verbs: [metrics]}\n", "metrics is about no target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +84,50 @@ func TestPolicyFileErrors(t *testing.T) {
 				t.Errorf("LoadPolicy = %v, want an error mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPolicyPrefixes: the prefixes that say what they grant load: every
+// name, a namespace with its slash, a string prefix ending in '-' or '.',
+// a prefix within a namespace.
+func TestPolicyPrefixes(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writePolicy(t, path, "rules:\n- {identities: [a], names: ['', team-a/, web-, eu., team-b/web], verbs: [read]}\n")
+	if _, err := auth.LoadPolicy(path); err != nil {
+		t.Fatalf("LoadPolicy: %v", err)
+	}
+}
+
+// TestPolicyMetrics: the metrics verb is granted on "" to its
+// identities alone, and grants nothing else; AllowedAny tells whether an
+// identity has a verb on some name.
+func TestPolicyMetrics(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writePolicy(t, path, testPolicy+"  - {identities: [prometheus], names: [\"\"], verbs: [metrics]}\n")
+	p, err := auth.LoadPolicy(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		identity, verb string
+		allowed, any   bool
+	}{
+		{"prometheus", auth.VerbMetrics, true, true},
+		{"team-a-ci", auth.VerbMetrics, false, false},
+		{"team-a-ci", auth.VerbWrite, false, true}, // on "": no; on team-a/: yes
+		{"prometheus", auth.VerbWrite, false, false},
+		{"prometheus", auth.VerbOperate, false, false},
+		{"prometheus", auth.VerbRead, true, true}, // the "*" rule
+	}
+	for _, tt := range tests {
+		if got := p.Allowed(tt.identity, tt.verb, ""); got != tt.allowed {
+			t.Errorf("Allowed(%q, %q, \"\") = %v, want %v", tt.identity, tt.verb, got, tt.allowed)
+		}
+		if got := p.AllowedAny(tt.identity, tt.verb); got != tt.any {
+			t.Errorf("AllowedAny(%q, %q) = %v, want %v", tt.identity, tt.verb, got, tt.any)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -45,15 +46,7 @@ func (l *Limiter) Allow(identity string) (ok bool, retryAfter time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[identity]
-	if b == nil {
-		if len(l.buckets) >= maxLimiters {
-			l.evictLocked(now)
-		}
-		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[identity] = b
-	}
-	b.last = now
+	b := l.bucketLocked(identity, now)
 	r := b.lim.ReserveN(now, 1)
 	if !r.OK() {
 		return false, time.Second
@@ -63,6 +56,39 @@ func (l *Limiter) Allow(identity string) (ok bool, retryAfter time.Duration) {
 		return false, d
 	}
 	return true, 0
+}
+
+// Reserve takes a token of identity's bucket now, or the next one to come
+// when the bucket is empty: it returns how long until that token is the
+// caller's (0: now), and cancel, which gives it back (call it when the
+// caller gives up waiting). A caller charged by size (server: the targets
+// of an ApplyTargets set beyond the first server.ApplyTargetsPerToken)
+// waits for its tokens, or gives up when the wait is too long.
+func (l *Limiter) Reserve(identity string) (wait time.Duration, cancel func()) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketLocked(identity, now)
+	r := b.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Duration(math.MaxInt64), func() {}
+	}
+	return r.DelayFrom(now), func() { r.CancelAt(l.now()) }
+}
+
+// bucketLocked returns identity's bucket, made (and some other forgotten,
+// past maxLimiters) if it had none; l.mu held.
+func (l *Limiter) bucketLocked(identity string, now time.Time) *bucket {
+	b := l.buckets[identity]
+	if b == nil {
+		if len(l.buckets) >= maxLimiters {
+			l.evictLocked(now)
+		}
+		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[identity] = b
+	}
+	b.last = now
+	return b
 }
 
 // evictLocked makes room for one more bucket; l.mu held.

@@ -54,3 +54,29 @@ func TestLimiterIsBounded(t *testing.T) {
 		t.Errorf("%d identities remembered after every bucket refilled, want 1", n)
 	}
 }
+
+// TestLimiterReserve: a reservation takes a token now while the bucket
+// has one, else the next to come, saying how long until then; cancelled,
+// it gives the token back.
+func TestLimiterReserve(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	l := NewLimiter(2, 2, func() time.Time { return now })
+	for i := range 2 {
+		if wait, _ := l.Reserve("alice"); wait != 0 {
+			t.Fatalf("reservation %d within the burst waits %v", i, wait)
+		}
+	}
+	wait, cancel := l.Reserve("alice")
+	if wait != 500*time.Millisecond {
+		t.Fatalf("reservation beyond the burst waits %v, want 500ms", wait)
+	}
+	if ok, _ := l.Allow("alice"); ok {
+		t.Fatal("a call passed while a reservation waits for the next token")
+	}
+	cancel()
+	now = now.Add(500 * time.Millisecond)
+	if ok, _ := l.Allow("alice"); !ok {
+		t.Fatal("the token of a cancelled reservation was not given back")
+	}
+}

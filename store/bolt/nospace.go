@@ -29,8 +29,13 @@ func noSpace(err error) bool {
 
 // noSpaceError is the error of op failing with err for want of space on
 // the data dir's filesystem: it wraps engine.ErrUnavailable and err, and
-// names the dir and the file.
+// starts with the cause, naming the dir and the file: "no space left on
+// the device of the data dir /var/lib/probed (writing probed.db, commit)",
+// or "the disk quota of the data dir ... is used up (...)".
 func noSpaceError(path, op string, err error) error {
-	return fmt.Errorf("data dir %s: no space left to write %s (%s): %w: %w",
-		filepath.Dir(path), filepath.Base(path), op, engine.ErrUnavailable, err)
+	cause := "no space left on the device of the data dir %s (writing %s, %s): %w: %w"
+	if errors.Is(err, syscall.EDQUOT) || strings.Contains(err.Error(), syscall.EDQUOT.Error()) {
+		cause = "the disk quota of the data dir %s is used up (writing %s, %s): %w: %w"
+	}
+	return fmt.Errorf(cause, filepath.Dir(path), filepath.Base(path), op, engine.ErrUnavailable, err)
 }

@@ -66,6 +66,7 @@ func (s *Store) Load(ctx context.Context) (st *engine.Stored, err error) {
 			}
 			var err error
 			st, err = load(tx, s.path, formats[SchemaVersion])
+			dropPages(s.db, tx.Size())
 			return err
 		})
 	})
@@ -121,11 +122,23 @@ func load(tx *bbolt.Tx, path string, f format) (out *engine.Stored, err error) {
 	return st, nil
 }
 
-// loadTargets decodes every target of tx into st.Targets.
+// targetChunk is how many Targets loadTargets allocates at once.
+const targetChunk = 256
+
+// loadTargets decodes every target of tx into st.Targets. The Targets
+// (640 B each, nearly all of it the status) are allocated targetChunk at
+// a time: a restore keeps their specs, not them, and a hundred thousand
+// allocations of the start's garbage become a few hundred.
 func loadTargets(tx *bbolt.Tx, path string, f format, st *engine.Stored) error {
 	statuses := tx.Bucket(bucketStatuses)
+	var chunk []engine.Target
 	return tx.Bucket(bucketSpecs).ForEach(func(k, v []byte) error {
-		t := &engine.Target{Spec: &target.Spec{}}
+		if len(chunk) == 0 {
+			chunk = make([]engine.Target, targetChunk)
+		}
+		t := &chunk[0]
+		chunk = chunk[1:]
+		t.Spec = &target.Spec{}
 		if err := f.spec(v, t.Spec); err != nil {
 			return undecodable(path, err, "spec of target %q", k)
 		}
@@ -144,9 +157,19 @@ func loadTargets(tx *bbolt.Tx, path string, f format, st *engine.Stored) error {
 	})
 }
 
+// maxEventsReserved bounds the events loadEvents makes room for before
+// reading them.
+const maxEventsReserved = 1 << 20
+
 // loadEvents decodes every event of b, the events bucket, into st.Events;
-// rev is the stored revision.
+// rev is the stored revision. Commit numbers events contiguously and
+// Compact deletes the oldest, so the events are those after st.Compacted
+// up to rev: st.Events is allocated once for them (up to a bound), not
+// grown (~2.5 times its size in garbage at a restart).
 func loadEvents(b *bbolt.Bucket, path string, f format, rev uint64, st *engine.Stored) error {
+	if rev > st.Compacted {
+		st.Events = make([]engine.Event, 0, min(rev-st.Compacted, maxEventsReserved))
+	}
 	return b.ForEach(func(k, v []byte) error {
 		r, ok := readU64(k)
 		if !ok {
@@ -190,7 +213,7 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 		return nil
 	}
 	for i, c := range changes {
-		if err := checkChange(c); err != nil {
+		if err := c.Check(); err != nil {
 			return fmt.Errorf("%s: commit: change %d: %w", s.path, i, err)
 		}
 	}
@@ -209,24 +232,8 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 // after the last Load), once fsync'd, as they were given to Commit, until
 // ctx is done: the engine publishes what it delivers (engine.CommitLog).
 // One follower at a time.
-func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(engine.Delivery)) error {
 	return s.log.Follow(ctx, after, deliver)
-}
-
-func checkChange(c *engine.Change) error {
-	switch {
-	case c.Name == "":
-		return errors.New("no target name")
-	case c.Delete:
-		return nil
-	case c.Target == nil:
-		return fmt.Errorf("target %q: no Target and not a delete", c.Name)
-	case c.Target.Spec == nil:
-		return fmt.Errorf("target %q: no Spec", c.Name)
-	case c.SpecChanged && c.Target.Spec.Name != c.Name:
-		return fmt.Errorf("target %q: spec is named %q", c.Name, c.Target.Spec.Name)
-	}
-	return nil
 }
 
 func commit(tx *bbolt.Tx, changes []*engine.Change) error {

@@ -17,9 +17,13 @@ import (
 // TestBatchChangeFields fails when engine.Change gains an exported field:
 // MarshalBatch must then store it (or say why not).
 func TestBatchChangeFields(t *testing.T) {
+	// Fields that are conditions of the write, not part of the change.
+	notStored := map[string]string{
+		"Apply": "the lock of the apply that makes the change (store/etcd fences its creates with it)",
+	}
 	var got []string
 	for f := range reflect.TypeFor[engine.Change]().Fields() {
-		if f.IsExported() {
+		if _, ok := notStored[f.Name]; f.IsExported() && !ok {
 			got = append(got, f.Name)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/internal/refused"
 	"github.com/probed/probed/store/codec"
 	"github.com/probed/probed/store/etcd"
@@ -84,21 +85,15 @@ func BenchmarkCommit(b *testing.B) {
 
 func benchCommit(b *testing.B, cli *clientv3.Client, prefix string, batch int) {
 	ctx := context.Background()
-	g, err := cli.Grant(ctx, 600)
-	if err != nil {
-		b.Fatal(err)
-	}
-	shard := func(name string) string { return prefix + "shards/" + name }
-	fence := func(name string) (string, clientv3.LeaseID, bool) { return shard(name), g.ID, true }
-	s := open(b, cli, etcd.Options{Prefix: prefix, ReplicaID: "bench", Fence: fence})
+	names, shards := distinctShards("target-", batch, keyspace.DefaultShards)
+	_, opts := member(b, cli, prefix, keyspace.DefaultShards, "bench", shards...)
+	s := open(b, cli, opts)
+	load(b, s) // the store reads its ownership
 	last := make([]*engine.Change, batch)
 	for i := range last {
-		last[i] = create(fmt.Sprintf("target-%02d", i))
+		last[i] = create(names[i])
 		last[i].Target.Spec = typicalSpec(last[i].Name)
 		last[i].Event.Target = last[i].Target
-		if _, err := cli.Put(ctx, shard(last[i].Name), "bench", clientv3.WithLease(g.ID)); err != nil {
-			b.Fatal(err)
-		}
 	}
 	commit(b, s, last...)
 	commits := 0
@@ -192,6 +187,7 @@ func storedBytes(b *testing.B, key string, spec func(string) *target.Spec) store
 	}
 	empty := dbSize()
 	n, _ := s.BatchLimits()
+	n /= s.ChangeCost(create("")) // creates per transaction
 	all := make([]*engine.Change, 0, targets)
 	for i := 0; i < targets; i += n {
 		var batch []*engine.Change

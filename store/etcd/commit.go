@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Commit writes the changes in one etcd transaction, all or none, and
@@ -17,10 +18,14 @@ import (
 // 10 | the change's index) with Change.SetRevision.
 //
 // The transaction compares: for a Create, that the target's spec key does
-// not exist; with Options.Fence, for every other change, that its shard's
-// key is on this replica's lease; and that the writer key it holds
-// (P/writers/<id>, or P/writers/<id>/<k> while other Commits are in
-// flight) is as this store last wrote it. Then it puts each target's spec
+// not exist (and, with Change.Apply, that the apply's lock is on its
+// lease: journal.go); with Options.Fence, for every other change, that
+// its shard's key is on this replica's lease; that the writer key it
+// holds (P/writers/<id>, or P/writers/<id>/<k> while other Commits are in
+// flight) is as this store last wrote it; and, when it creates or removes
+// targets, that the counts it updates are as this store last saw them
+// (usage.go: a create that would pass a limit is refused before sending,
+// a reason wrapping engine.ErrResourceExhausted). Then it puts each target's spec
 // (SpecChanged) and status, or deletes both (Delete), puts the batch in
 // P/events, and puts its own value in that writer key. Up to
 // MaxCommitsInFlight Commits may run at once (CommitsInFlight); etcd
@@ -49,7 +54,7 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 		return fmt.Errorf("etcd store: commit: %d changes, more than the %d one transaction may carry", len(changes), MaxBatch)
 	}
 	for i, c := range changes {
-		if err := checkChange(c); err != nil {
+		if err := c.Check(); err != nil {
 			return fmt.Errorf("etcd store: commit: change %d: %w", i, err)
 		}
 	}
@@ -60,8 +65,13 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	if len(refused) > 0 {
 		return &engine.ConflictError{Refused: refused}
 	}
-	// p.ops and p.checks, and P/writers/<id>'s put and compare.
-	if ops, cmps := len(p.ops)+1, len(p.checks)+1; ops > etcdMaxTxnOps || cmps > etcdMaxTxnOps {
+	// p.ops and p.checks, P/writers/<id>'s put and compare, and the
+	// counts' puts and compares.
+	ops, cmps := len(p.ops)+1, len(p.checks)+1
+	if p.counts != nil {
+		ops, cmps = ops+len(p.counts.keys), cmps+len(p.counts.keys)
+	}
+	if ops > etcdMaxTxnOps || cmps > etcdMaxTxnOps {
 		return p.refuseAll(fmt.Sprintf("%d operations and %d compares, more than etcd's --max-txn-ops (default %d) allows",
 			ops, cmps, etcdMaxTxnOps))
 	}
@@ -73,8 +83,23 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 		return fmt.Errorf("etcd store: commit: %w", s.done(ctx))
 	}
 	defer s.writers.give(w)
+	if p.counts != nil {
+		// One counting Commit at a time: two would compare the same
+		// counts and refuse each other.
+		s.usage.mu.Lock()
+		defer s.usage.mu.Unlock()
+	}
 	mine := fmt.Sprintf("%s:%d", s.instance, s.seq.Add(1))
 	for {
+		if p.counts != nil {
+			over, err := s.overLimitsLocked(ctx, p.counts)
+			if err != nil {
+				return err
+			}
+			if len(over) > 0 {
+				return &engine.ConflictError{Refused: over}
+			}
+		}
 		var resp *clientv3.TxnResponse
 		err := s.retry(ctx, "commit", func(rctx context.Context) (err error) {
 			resp, err = s.txn(rctx, p, w, mine).Commit()
@@ -94,10 +119,13 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 			return err
 		}
 		if rev == 0 {
-			continue // the writer key moved: again, comparing its new revision
+			continue // the writer key or a count moved: again, comparing their new revisions
+		}
+		if p.counts != nil {
+			s.countedLocked(p.counts, rev)
 		}
 		for i, c := range changes {
-			c.SetRevision(revision(rev, i))
+			c.SetRevision(keyspace.Revision(rev, i))
 		}
 		return nil
 	}
@@ -115,11 +143,21 @@ func (s *Store) txn(ctx context.Context, p *plan, w *writer, mine string) client
 	reads := make([]clientv3.Op, 0, len(p.checks)+1)
 	for _, chk := range p.checks {
 		cmps = append(cmps, chk.cmp())
-		reads = append(reads, clientv3.OpGet(chk.key, clientv3.WithKeysOnly()))
+		if chk.create {
+			reads = append(reads, clientv3.OpGet(chk.key, clientv3.WithKeysOnly()))
+		} else {
+			// Not keys-only: that leaves the lease out, and every
+			// fence read so would look moved.
+			reads = append(reads, clientv3.OpGet(chk.key))
+		}
 	}
 	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev))
 	reads = append(reads, clientv3.OpGet(w.key))
 	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(w.key, mine))
+	if p.counts != nil {
+		ccmps, cputs, creads := s.countOpsLocked(p.counts)
+		cmps, ops, reads = append(cmps, ccmps...), append(ops, cputs...), append(reads, creads...)
+	}
 	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...)
 }
 
@@ -132,8 +170,12 @@ func (s *Store) outcome(p *plan, w *writer, mine string, resp *clientv3.TxnRespo
 		w.rev = resp.Header.Revision
 		return resp.Header.Revision, nil
 	}
-	if len(resp.Responses) != len(p.checks)+1 {
-		return 0, fmt.Errorf("etcd store: commit: %d answers to %d reads", len(resp.Responses), len(p.checks)+1)
+	want := len(p.checks) + 1
+	if p.counts != nil {
+		want += len(p.counts.keys)
+	}
+	if len(resp.Responses) != want {
+		return 0, fmt.Errorf("etcd store: commit: %d answers to %d reads", len(resp.Responses), want)
 	}
 	var writerRev int64
 	if kvs := resp.Responses[len(p.checks)].GetResponseRange().GetKvs(); len(kvs) > 0 {
@@ -168,6 +210,13 @@ func (s *Store) outcome(p *plan, w *writer, mine string, resp *clientv3.TxnRespo
 	}
 	moved := writerRev != w.rev
 	w.rev = writerRev
+	if p.counts != nil {
+		for i, key := range p.counts.keys {
+			if s.learnLocked(key, resp.Responses[len(p.checks)+1+i].GetResponseRange().GetKvs()) {
+				moved = true // another replica counted meanwhile
+			}
+		}
+	}
 	switch {
 	case len(refused) > 0:
 		return 0, &engine.ConflictError{Refused: refused}

@@ -14,6 +14,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/store/etcd"
 	"github.com/probed/probed/store/storetest"
 )
@@ -88,62 +89,36 @@ func countKind(events []engine.Event, kind engine.EventKind) int {
 	return n
 }
 
-// fence is a shard key attached to a real lease, which the test moves.
-type fence struct {
-	cli   *clientv3.Client
-	key   string
-	mu    sync.Mutex
-	lease clientv3.LeaseID // the lease this replica believes it holds the key on
-	owned bool             // this replica believes it owns the shard
-}
-
-func newFence(t *testing.T, cli *clientv3.Client, key string) *fence {
-	f := &fence{cli: cli, key: key, owned: true}
-	f.lease = f.grant(t)
-	f.put(t, f.lease)
-	return f
-}
-
-func (f *fence) grant(t *testing.T) clientv3.LeaseID {
+// claim puts the shard key of shard s of a cluster of one shard on a
+// lease of its own, as another replica's claim does.
+func claim(t *testing.T, cli *clientv3.Client, id string) {
 	t.Helper()
-	g, err := f.cli.Grant(t.Context(), 60)
+	g, err := cli.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g.ID
-}
-
-// put puts the shard key on lease (as a claim does).
-func (f *fence) put(t *testing.T, lease clientv3.LeaseID) {
-	t.Helper()
-	if _, err := f.cli.Put(t.Context(), f.key, "owner", clientv3.WithLease(lease)); err != nil {
+	if _, err := cli.Put(t.Context(), keyspace.New("", 1).Shard(0), id, clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Fence is Options.Fence: every target is on the one shard.
-func (f *fence) Fence(string) (string, clientv3.LeaseID, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.key, f.lease, f.owned
 }
 
 // TestFencedWrites: a replica writes a target while its shard key is on
 // its lease; once the key moved to another lease (another replica claimed
 // it), its writes are refused as ErrOwnershipLost and write nothing; a
-// replica that knows it lost the shard is refused without a round trip.
-// Creates are not fenced.
+// replica whose log shows it lost the shard is refused without a round
+// trip. Creates are not fenced.
 func TestFencedWrites(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
-	f := newFence(t, cli, "/probed/shards/0001")
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Fence: f.Fence})
+	_, opts := member(t, cli, "", 1, "a", 0)
+	s := open(t, cli, opts)
+	load(t, s) // the store reads its ownership
 	c := create("web")
 	commit(t, s, c)
 	tr := transition(c, 1)
 	commit(t, s, tr)
 
-	f.put(t, f.grant(t)) // another replica's claim
+	claim(t, cli, "b") // another replica's, behind a's back
 	before := currentRevision(t, cli)
 	err := s.Commit(t.Context(), []*engine.Change{transition(tr, 2), create("db")})
 	reasons := refusals(t, err)
@@ -155,16 +130,14 @@ func TestFencedWrites(t *testing.T) {
 	}
 	commit(t, s, create("db")) // the create alone goes through
 
-	f.mu.Lock()
-	f.owned = false
-	f.mu.Unlock()
+	load(t, s) // the store's log shows the loss
 	before = currentRevision(t, cli)
 	err = s.Commit(t.Context(), []*engine.Change{transition(tr, 3)})
 	if why := refusals(t, err)["web"]; !errors.Is(why, engine.ErrOwnershipLost) {
-		t.Errorf("Commit of a target the fence says is not owned: %v, want ErrOwnershipLost", why)
+		t.Errorf("Commit of a target the log says is not owned: %v, want ErrOwnershipLost", why)
 	}
 	if rev := currentRevision(t, cli); rev != before {
-		t.Errorf("a change refused by Fence reached etcd (revision %d to %d)", before, rev)
+		t.Errorf("a change of a target the log says is not owned reached etcd (revision %d to %d)", before, rev)
 	}
 
 	st := load(t, s)
@@ -178,11 +151,12 @@ func TestFencedWrites(t *testing.T) {
 func TestConflictNamesEach(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
-	f := newFence(t, cli, "/probed/shards/0002")
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Fence: f.Fence})
+	_, opts := member(t, cli, "", 1, "a", 0)
+	s := open(t, cli, opts)
+	load(t, s)
 	web, db := create("web"), create("db")
 	commit(t, s, web, db)
-	f.put(t, f.grant(t))
+	claim(t, cli, "b")
 	err := s.Commit(t.Context(), []*engine.Change{create("web"), transition(db, 1), create("new")})
 	reasons := refusals(t, err)
 	if !errors.Is(reasons["web"], engine.ErrAlreadyExists) || !errors.Is(reasons["db"], engine.ErrOwnershipLost) || len(reasons) != 2 {

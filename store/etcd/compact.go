@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Compact deletes the events below before, when compaction is on
@@ -45,12 +47,12 @@ func (s *Store) Compact(ctx context.Context, before uint64) error {
 			return nil
 		}
 		err := s.request1(ctx, func(rctx context.Context) error {
-			_, err := s.cli.Put(rctx, s.keys.watermark(s.id), strconv.FormatUint(before, 10))
+			_, err := s.cli.Put(rctx, s.keys.Watermark(s.id), strconv.FormatUint(before, 10))
 			return err
 		})
 		if err != nil {
 			s.recorded.Store(0)
-			return fmt.Errorf("etcd store: compact: record %s: %w", s.keys.watermark(s.id), err)
+			return fmt.Errorf("etcd store: compact: record %s: %w", s.keys.Watermark(s.id), err)
 		}
 		return nil
 	}
@@ -58,7 +60,7 @@ func (s *Store) Compact(ctx context.Context, before uint64) error {
 	if err != nil || !ok {
 		return err
 	}
-	rev := etcdRevision(before)
+	rev := keyspace.EtcdRevision(before)
 	if index := int(before & (MaxBatch - 1)); index > 0 {
 		below, current, err := s.allBelow(ctx, rev, index)
 		if err != nil {
@@ -93,14 +95,14 @@ func (s *Store) Compact(ctx context.Context, before uint64) error {
 func (s *Store) allBelow(ctx context.Context, rev int64, index int) (bool, int64, error) {
 	var resp *clientv3.GetResponse
 	err := s.request1(ctx, func(rctx context.Context) (err error) {
-		resp, err = s.cli.Get(rctx, s.keys.events(), clientv3.WithRev(rev))
+		resp, err = s.cli.Get(rctx, s.keys.Events(), clientv3.WithRev(rev))
 		return err
 	})
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted), errors.Is(err, rpctypes.ErrFutureRev):
 		return false, 0, nil // compacted already, or nothing to compact
 	case err != nil:
-		return false, 0, fmt.Errorf("etcd store: compact: read %s at revision %d: %w", s.keys.events(), rev, err)
+		return false, 0, fmt.Errorf("etcd store: compact: read %s at revision %d: %w", s.keys.Events(), rev, err)
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
 		return true, resp.Header.Revision, nil
@@ -119,8 +121,8 @@ func (s *Store) lowestNeed(ctx context.Context, before uint64) (uint64, bool, er
 	var resp *clientv3.TxnResponse
 	err := s.request1(ctx, func(rctx context.Context) (err error) {
 		resp, err = s.cli.Txn(rctx).Then(
-			clientv3.OpGet(s.keys.members(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-			clientv3.OpGet(s.keys.watermarks(), clientv3.WithPrefix()),
+			clientv3.OpGet(s.keys.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(s.keys.Watermarks(), clientv3.WithPrefix()),
 		).Commit()
 		return err
 	})
@@ -129,7 +131,7 @@ func (s *Store) lowestNeed(ctx context.Context, before uint64) (uint64, bool, er
 	}
 	marks := make(map[string]uint64)
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		id := strings.TrimPrefix(string(kv.Key), s.keys.watermarks())
+		id := strings.TrimPrefix(string(kv.Key), s.keys.Watermarks())
 		v, err := strconv.ParseUint(string(kv.Value), 10, 64)
 		if err != nil {
 			return 0, false, corrupt(string(kv.Key), "not a revision: %v", err)
@@ -137,7 +139,7 @@ func (s *Store) lowestNeed(ctx context.Context, before uint64) (uint64, bool, er
 		marks[id] = v
 	}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		id := strings.TrimPrefix(string(kv.Key), s.keys.members())
+		id := strings.TrimPrefix(string(kv.Key), s.keys.Members())
 		if id == s.id {
 			continue
 		}

@@ -49,7 +49,7 @@ func TestCompactThenLoadAndFollow(t *testing.T) {
 	}
 	for _, after := range []uint64{0, cs[1].Event.Revision | 1023} {
 		other := open(t, c.Client(t), etcd.Options{ReplicaID: "b"})
-		err := other.Follow(t.Context(), after, func(uint64, []*engine.Change) {})
+		err := other.Follow(t.Context(), after, func(engine.Delivery) {})
 		var ce *engine.CompactedError
 		if !errors.Is(err, engine.ErrCompacted) || !errors.As(err, &ce) || ce.Oldest != before {
 			t.Errorf("Follow(%d) after the compaction = %v, want an *engine.CompactedError with Oldest %d", after, err, before)

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/store/etcd"
+	"github.com/probed/probed/store/storetest"
 )
 
 // replica is an engine over an etcd store, on a fake clock, with a watcher
@@ -32,14 +31,14 @@ type replica struct {
 	events chan engine.Event
 }
 
-// startReplica runs an engine over s that owns the names owns accepts,
-// with the options set changes.
-func startReplica(t *testing.T, s *etcd.Store, owns func(string) bool, set ...func(*engine.Options)) *replica {
+// startReplica runs an engine over s (which owns what its options and the
+// keys in etcd say), with the options set changes.
+func startReplica(t *testing.T, s *etcd.Store, set ...func(*engine.Options)) *replica {
 	t.Helper()
 	r := &replica{t: t, clock: clockwork.NewFakeClock(), events: make(chan engine.Event, 1024)}
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := engine.Options{
-		Clock: r.clock, Store: s, Checkers: check.New(check.Options{}), Owns: owns, Shards: 1,
+		Clock: r.clock, Store: s, Checkers: check.New(check.Options{}), Shards: 1,
 	}
 	for _, f := range set {
 		f(&opts)
@@ -107,16 +106,19 @@ func (r *replica) next(kind engine.EventKind, step time.Duration) engine.Event {
 }
 
 // TestEnginesOverEtcd: two engines, replicas over one etcd: a target
-// created on the replica that does not own it is probed by its owner only;
+// created on the replica that does not own its shard is probed by its
+// owner only;
 // the owner's transitions reach the other's watchers with the same
 // revisions, and both serve the same target; the store decides that a
 // name exists.
 func TestEnginesOverEtcd(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
-	ownedByA := func(name string) bool { return strings.HasPrefix(name, "a-") }
-	a := startReplica(t, open(t, c.Client(t), etcd.Options{ReplicaID: "a"}), ownedByA)
-	b := startReplica(t, open(t, c.Client(t), etcd.Options{ReplicaID: "b"}), func(n string) bool { return !ownedByA(n) })
+	// One shard, a's.
+	_, optsA := member(t, c.Client(t), "", 1, "a", 0)
+	_, optsB := member(t, c.Client(t), "", 1, "b")
+	a := startReplica(t, open(t, c.Client(t), optsA))
+	b := startReplica(t, open(t, c.Client(t), optsB))
 
 	var status atomic.Int32
 	status.Store(http.StatusOK)
@@ -180,32 +182,11 @@ func TestRacingCreatesOfOneName(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
 	s := open(t, c.Client(t), etcd.Options{ReplicaID: "a"})
-	r := startReplica(t, s, func(string) bool { return true })
+	r := startReplica(t, s)
 	ctx := t.Context()
 	for i := range 20 {
 		name := "race-" + strconv.Itoa(i)
-		errs := make([]error, 2)
-		var wg sync.WaitGroup
-		for j := range errs {
-			wg.Go(func() {
-				_, errs[j] = r.eng.Create(ctx, &target.Spec{Name: name, Labels: map[string]string{"by": strconv.Itoa(j)}})
-			})
-		}
-		wg.Wait()
-		winner := -1
-		for j, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("%s: both creates succeeded", name)
-			case err == nil:
-				winner = j
-			case !errors.Is(err, engine.ErrAlreadyExists):
-				t.Fatalf("%s: create %d: %v, want ErrAlreadyExists", name, j, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("%s: no create succeeded: %v", name, errs)
-		}
+		storetest.RacingCreates(t, name, storetest.Creator(ctx, r.eng))
 	}
 	st, err := s.Load(ctx)
 	if err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Shared marks the store as written by several replicas
@@ -37,7 +39,7 @@ func (*Store) Shared() {}
 // Delivering status-only changes whole takes every target's spec: Follow
 // keeps them (shared with what it delivers), from the Load of the same
 // revision or else read from etcd at after.
-func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(engine.Delivery)) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -47,15 +49,19 @@ func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint6
 	f := &follower{s: s, after: after, deliver: deliver}
 	// The first etcd revision with events after after: after's own
 	// revision when it is inside it (some events of it may be later).
-	start := max(etcdRevision(after+1), 1)
+	start := max(keyspace.EtcdRevision(after+1), 1)
 	f.last = start - 1
 	f.observed = f.last
 	// Where this Follow starts, for Membership: a view below it missed
 	// revisions, whether or not another comes soon.
 	f.observe(f.last, nil)
 	var err error
-	if f.specs, err = s.specsAt(ctx, f.last); err != nil {
+	if f.specs, f.owners, err = s.specsAt(ctx, f.last); err != nil {
 		return f.end(outer, err)
+	}
+	if f.owners != nil {
+		f.leases = f.owners.leases()
+		s.fenceWith(f.leases)
 	}
 	var b backoff
 	for attempt := 1; ; attempt++ {
@@ -77,9 +83,13 @@ func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint6
 type follower struct {
 	s       *Store
 	after   uint64
-	deliver func(pos uint64, changes []*engine.Change)
+	deliver func(engine.Delivery)
 	// last is the etcd revision delivered last.
 	last int64
+	// owners is the ownership as of last (Options.Shards; nil without),
+	// and leases what it owns, as last delivered.
+	owners *owners
+	leases []clientv3.LeaseID
 	// observed is the etcd revision last handed to Membership (or the
 	// one Follow started after).
 	observed int64
@@ -105,11 +115,11 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 	s := f.s
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	start, end := s.keys.watched()
+	start, end := s.keys.Followed()
 	wch := s.cli.Watch(wctx, start, clientv3.WithRange(end), clientv3.WithRev(f.last+1), clientv3.WithProgressNotify())
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
-			return progressed, &engine.CompactedError{Requested: f.after + 1, Oldest: revision(resp.CompactRevision, 0)}
+			return progressed, &engine.CompactedError{Requested: f.after + 1, Oldest: keyspace.Revision(resp.CompactRevision, 0)}
 		}
 		if err := resp.Err(); err != nil {
 			return progressed, err
@@ -117,7 +127,7 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 		if resp.IsProgressNotify() {
 			if rev := resp.Header.Revision; rev > f.last {
 				f.last = rev
-				f.deliver(Position(rev), nil)
+				f.deliver(engine.Delivery{Pos: keyspace.Position(rev)})
 				f.observe(rev, nil)
 				progressed = true
 			}
@@ -125,8 +135,8 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 		}
 		delivered := f.last
 		for evs := resp.Events; len(evs) > 0; {
-			// The events of one revision: its P/events (delivered) and
-			// the other keys' (to Membership).
+			// The events of one revision: its P/events (delivered), the
+			// other keys' (the ownership's, and Membership's).
 			rev := evs[0].Kv.ModRevision
 			n := 1
 			for n < len(evs) && evs[n].Kv.ModRevision == rev {
@@ -137,39 +147,40 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 			if rev <= f.last {
 				continue // delivered before a reconnection
 			}
+			d := engine.Delivery{Pos: keyspace.Position(rev)}
 			var others []*clientv3.Event
+			logged := false
 			for _, ev := range group {
-				if string(ev.Kv.Key) != s.keys.events() {
+				if string(ev.Kv.Key) != s.keys.Events() {
 					others = append(others, ev)
 					continue
 				}
+				logged = true
 				if ev.Type != clientv3.EventTypePut {
-					return progressed, corrupt(s.keys.events(), "deleted at revision %d", rev)
+					return progressed, corrupt(s.keys.Events(), "deleted at revision %d", rev)
 				}
 				changes, err := f.batch(rev, ev.Kv.Value)
 				if err != nil {
 					return progressed, err
 				}
-				f.deliver(Position(rev), changes)
+				d.Changes = changes
+			}
+			d.Owned = f.own(others)
+			f.last = rev
+			// Membership sees a revision once the engine's view has
+			// reached it.
+			if logged || d.Owned != nil || s.membership != nil && len(others) > 0 {
+				f.deliver(d)
 				delivered = rev
 				progressed = true
 			}
-			f.last = rev
 			if s.membership != nil && len(others) > 0 {
-				// Membership sees the revision once the engine's view
-				// has reached it (ownership taken at rev starts from
-				// everything up to rev).
-				if delivered < rev {
-					f.deliver(Position(rev), nil)
-					delivered = rev
-					progressed = true
-				}
 				f.observe(rev, others)
 			}
 		}
 		if f.last > delivered {
 			// Revisions without events are folded into one delivery.
-			f.deliver(Position(f.last), nil)
+			f.deliver(engine.Delivery{Pos: keyspace.Position(f.last)})
 			progressed = true
 		}
 		if f.last > f.observed {
@@ -180,6 +191,23 @@ func (f *follower) watch(ctx context.Context) (progressed bool, err error) {
 		return progressed, err
 	}
 	return progressed, errWatchEnded
+}
+
+// own applies the events of the member and shard keys of one revision to
+// the ownership (Options.Shards) and returns the engine's ownership when
+// it changed (nil otherwise, and without Options.Shards), once Commit
+// fences with it.
+func (f *follower) own(events []*clientv3.Event) *engine.Ownership {
+	if f.owners == nil || len(events) == 0 || !f.owners.apply(events) {
+		return nil
+	}
+	leases := f.owners.leases()
+	if slices.Equal(leases, f.leases) {
+		return nil
+	}
+	f.leases = leases
+	f.s.fenceWith(leases)
+	return f.s.ownership(leases)
 }
 
 // observe hands the changes of the keys besides P/events at etcd
@@ -248,33 +276,42 @@ func orName(spec *target.Spec, name string) *target.Spec {
 	return spec
 }
 
-// specsAt returns every target's spec at etcd revision rev: those the
-// Load of rev read (handed over once), or read now.
-func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec, error) {
+// specsAt returns every target's spec at etcd revision rev, and with
+// Options.Shards the ownership there: those the Load of rev read (handed
+// over once), or read now.
+func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec, *owners, error) {
 	s.mu.Lock()
 	loaded := s.loaded
 	s.loaded = nil // handed over, or of no use
 	s.mu.Unlock()
 	switch {
 	case loaded != nil && loaded.rev == rev:
-		return loaded.specs, nil
+		return loaded.specs, loaded.owners, nil
 	case rev <= 0:
-		return make(map[string]*target.Spec), nil
+		var o *owners
+		if s.fence != nil {
+			o = newOwners(s.keys, s.id, s.process)
+		}
+		return make(map[string]*target.Spec), o, nil
 	}
 	var specs map[string]*target.Spec
+	var o *owners
 	err := s.retrying(ctx, "follow", func() (bool, error) {
 		var err error
 		specs, err = s.readSpecs(ctx, rev)
+		if err == nil && s.fence != nil {
+			o, err = s.readOwners(ctx, rev)
+		}
 		return err != nil && transient(ctx, err), err
 	})
 	if errors.Is(err, errStale) {
 		compacted, cerr := s.compactRevision(ctx)
 		if cerr != nil {
-			return nil, cerr
+			return nil, nil, cerr
 		}
-		return nil, &engine.CompactedError{Requested: Position(rev) + 1, Oldest: revision(compacted, 0)}
+		return nil, nil, &engine.CompactedError{Requested: keyspace.Position(rev) + 1, Oldest: keyspace.Revision(compacted, 0)}
 	}
-	return specs, err
+	return specs, o, err
 }
 
 // compactRevision is etcd's compaction revision, known to be above 1,
@@ -282,7 +319,7 @@ func (s *Store) specsAt(ctx context.Context, rev int64) (map[string]*target.Spec
 func (s *Store) compactRevision(ctx context.Context) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	resp, ok := <-s.cli.Watch(wctx, s.keys.events(), clientv3.WithRev(1))
+	resp, ok := <-s.cli.Watch(wctx, s.keys.Events(), clientv3.WithRev(1))
 	switch {
 	case !ok && ctx.Err() != nil:
 		return 0, ctx.Err()

@@ -33,10 +33,10 @@ func follow(t *testing.T, s *etcd.Store, after uint64) *followed {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &followed{t: t, delivered: make(chan struct{}, 1), cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		f.done <- s.Follow(ctx, after, func(pos uint64, changes []*engine.Change) {
+		f.done <- s.Follow(ctx, after, func(d engine.Delivery) {
 			f.mu.Lock()
-			f.positions = append(f.positions, pos)
-			f.changes = append(f.changes, changes...)
+			f.positions = append(f.positions, d.Pos)
+			f.changes = append(f.changes, d.Changes...)
 			f.mu.Unlock()
 			select {
 			case f.delivered <- struct{}{}:
@@ -236,7 +236,7 @@ func TestFollowEnds(t *testing.T) {
 	}
 	s2 := open(t, c.Client(t), etcd.Options{ReplicaID: "b"})
 	done := make(chan error, 1)
-	go func() { done <- s2.Follow(context.Background(), 0, func(uint64, []*engine.Change) {}) }()
+	go func() { done <- s2.Follow(context.Background(), 0, func(engine.Delivery) {}) }()
 	_ = s2.Close()
 	select {
 	case err := <-done:

@@ -16,6 +16,7 @@ import (
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/probe"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/store/etcd"
 	"github.com/probed/probed/store/storetest"
 )
@@ -220,4 +221,46 @@ func (kv *lossyKV) applyHeld(ctx context.Context) ([]*clientv3.TxnResponse, erro
 // testLogger logs to the test's output (shown with -v or on failure).
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
+
+// member makes replica id a member of a cluster of shards shards under
+// prefix that holds owned, as the cluster package's join and claims do:
+// its member key, naming a new instance, and the owner keys of owned, on
+// a lease of its own. It returns the lease and the options of the
+// replica's store (which owns those shards once it has read the keys: a
+// Load, or its Follow).
+func member(t testing.TB, cli *clientv3.Client, prefix string, shards int, id string, owned ...int) (clientv3.LeaseID, etcd.Options) {
+	t.Helper()
+	keys := keyspace.New(prefix, shards)
+	instance := fmt.Sprintf("%s-%d", id, time.Now().UnixNano())
+	g, err := cli.Grant(t.Context(), 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []clientv3.Op{clientv3.OpPut(keys.Member(id), keyspace.Member{Addr: id + ":1", Instance: instance}.Encode(), clientv3.WithLease(g.ID))}
+	for _, s := range owned {
+		ops = append(ops, clientv3.OpPut(keys.Shard(s), id, clientv3.WithLease(g.ID)))
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), 100)
+		if _, err := cli.Txn(t.Context()).Then(ops[:n]...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		ops = ops[n:]
+	}
+	return g.ID, etcd.Options{Prefix: prefix, ReplicaID: id, Shards: shards, Instance: instance}
+}
+
+// distinctShards returns n names, made of base and a number, whose shards
+// among shards differ.
+func distinctShards(base string, n, shards int) (names []string, owned []int) {
+	seen := make(map[int]bool)
+	for i := 0; len(names) < n; i++ {
+		name := fmt.Sprintf("%s%02d", base, i)
+		if s := keyspace.ShardOf(name, shards); !seen[s] {
+			seen[s] = true
+			names, owned = append(names, name), append(owned, s)
+		}
+	}
+	return names, owned
 }

@@ -100,6 +100,9 @@ func TestLeaderLossStallsWritesBriefly(t *testing.T) {
 			t.Fatalf("Commit %d: %v", i, err)
 		}
 		slowest = max(slowest, time.Since(began))
+		// A steady trickle of writes in real time, so that some are in
+		// flight while the election runs (its timing is etcd's own, on
+		// the real clock: there is no event to pace the writes by).
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("the slowest Commit through the election took %v", slowest.Round(time.Millisecond))

@@ -6,22 +6,30 @@ import (
 )
 
 // Batch limits (BatchLimits). A change takes at most two operations (its
-// spec and its status, put or deleted) and one compare; a transaction adds
-// the puts of P/events and P/writers/<id> and the compare of the latter.
-// So etcd's default --max-txn-ops of 128 allows 63 changes. The bytes
+// spec and its status, put or deleted) and one compare; a create or a
+// removal one more of each (the count of its client's targets: usage.go);
+// a transaction adds the puts of P/events, P/writers/<id> and the total
+// count, and the compares of the latter two. So etcd's default
+// --max-txn-ops of 128 allows 125 operations of changes
+// (engine.BatchCoster): 62 changes, 41 creates or removals. The bytes
 // leave a third of etcd's default --max-request-bytes (1.5 MiB) for what
 // ChangeBytes does not count.
 const (
 	opsPerChange = 2
-	maxChanges   = (etcdMaxTxnOps - 2) / opsPerChange
+	opsPerTxn    = 3
+	maxChanges   = etcdMaxTxnOps - opsPerTxn
 	maxBytes     = etcdMaxRequestBytes * 2 / 3
 )
 
-// BatchLimits returns the most changes (63) and bytes (1 MiB) one Commit
-// takes with etcd's default --max-txn-ops and --max-request-bytes. An etcd
-// configured lower refuses larger transactions: Commit then refuses their
-// changes (engine.ErrResourceExhausted).
+// BatchLimits returns the most operations of changes (125, of their
+// ChangeCost: 62 changes, 41 creates or removals) and bytes (1 MiB) one
+// Commit takes with etcd's default --max-txn-ops and --max-request-bytes.
+// An etcd configured lower refuses larger transactions: Commit then
+// refuses their changes (engine.ErrResourceExhausted).
 func (s *Store) BatchLimits() (changes, bytes int) {
+	if s.usage.off {
+		return etcdMaxTxnOps - 2, maxBytes // no total count: 63 changes
+	}
 	return maxChanges, maxBytes
 }
 
@@ -33,13 +41,13 @@ func (s *Store) BatchLimits() (changes, bytes int) {
 // values (valueOverhead: their version bytes and the status's revision).
 func (s *Store) ChangeBytes(c *engine.Change) int {
 	entry := encodedSize(codec.BatchChangeSize(c))
-	n := len(s.keys.spec(c.Name)) + opOverhead // its compare
+	n := len(s.keys.Spec(c.Name)) + opOverhead // its compare
 	if c.Delete {
-		n += 2 * (len(s.keys.spec(c.Name)) + opOverhead)
+		n += 2 * (len(s.keys.Spec(c.Name)) + opOverhead)
 	} else if c.Target != nil {
-		n += len(s.keys.status(c.Name)) + opOverhead + entry + valueOverhead
+		n += len(s.keys.Status(c.Name)) + opOverhead + entry + valueOverhead
 		if c.SpecChanged && c.Target.Spec != nil {
-			n += len(s.keys.spec(c.Name)) + opOverhead
+			n += len(s.keys.Spec(c.Name)) + opOverhead
 		}
 	}
 	return n + entry

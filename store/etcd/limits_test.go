@@ -5,49 +5,60 @@ import (
 	"fmt"
 	"testing"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/store/codec"
 	"github.com/probed/probed/store/etcd"
 	"github.com/probed/probed/store/storetest"
 )
 
-// TestBatchLimitsFitEtcd: a batch at BatchLimits' most changes, each
-// taking the most operations and compares (a fenced spec update, each on
-// a shard of its own; creates), is one transaction etcd takes with its
-// default --max-txn-ops.
+// TestBatchLimitsFitEtcd: a batch at BatchLimits' most operations, each
+// change taking the most operations and compares (creates, each of a
+// client of its own, whose count it updates; fenced spec updates, each
+// on a shard of its own; removals, each of a client of its own), is one
+// transaction etcd takes with its default --max-txn-ops.
 func TestBatchLimitsFitEtcd(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client(t)
-	g, err := cli.Grant(t.Context(), 60)
-	if err != nil {
-		t.Fatal(err)
+	const n = 125
+	// Every target on a shard of its own, all owned by "a".
+	names, shards := distinctShards("t", n/3+n/2, keyspace.DefaultShards)
+	_, opts := member(t, cli, "", keyspace.DefaultShards, "a", shards...)
+	s := open(t, cli, opts)
+	if got, _ := s.BatchLimits(); got != n {
+		t.Errorf("BatchLimits() changes = %d, want %d (etcd's 128 operations, 3 per transaction)", got, n)
 	}
-	fences := func(name string) (string, clientv3.LeaseID, bool) { return "/probed/shards/" + name, g.ID, true }
-	s := open(t, cli, etcd.Options{ReplicaID: "a", Fence: fences})
-	n, _ := s.BatchLimits()
-	if n != 63 {
-		t.Errorf("BatchLimits() changes = %d, want 63 (etcd's 128 operations, 2 per change, 2 per transaction)", n)
-	}
-	creates := make([]*engine.Change, n)
-	for i := range creates {
-		creates[i] = createWeb(fmt.Sprintf("t%02d", i))
-		if _, err := cli.Put(t.Context(), "/probed/shards/"+creates[i].Name, "a", clientv3.WithLease(g.ID)); err != nil {
-			t.Fatal(err)
+	load(t, s) // the store reads its ownership
+	created := make([]*engine.Change, n/3)
+	for i := range created {
+		created[i] = createWeb(names[i])
+		created[i].Target.Status.Client = fmt.Sprintf("client-%02d", i)
+		if got := s.ChangeCost(created[i]); got != 3 {
+			t.Fatalf("ChangeCost(create) = %d, want 3", got)
 		}
 	}
-	commit(t, s, creates...)
-	updates := make([]*engine.Change, n)
-	for i, c := range creates {
-		spec := storetest.WebSpec(c.Name)
+	commit(t, s, created...)
+	var updates []*engine.Change
+	for i, name := range names[n/3:] {
+		c := createWeb(name)
+		commit(t, s, c)
+		spec := storetest.WebSpec(name)
 		spec.Labels = map[string]string{"v": "2"}
-		updates[i] = storetest.Update(c.Target, spec, at(1))
+		updates = append(updates, storetest.Update(c.Target, spec, at(1)))
+		if got := s.ChangeCost(updates[i]); got != 2 {
+			t.Fatalf("ChangeCost(update) = %d, want 2", got)
+		}
 	}
 	commit(t, s, updates...)
-	if st := load(t, s); len(st.Events) != 2*n {
-		t.Errorf("%d events, want %d", len(st.Events), 2*n)
+	removals := make([]*engine.Change, len(created))
+	for i, c := range created {
+		removals[i] = storetest.Delete(c.Name, at(2))
+		removals[i].Target, removals[i].Event.Target = c.Target, c.Target // as the engine makes them
+	}
+	commit(t, s, removals...)
+	if st := load(t, s); len(st.Events) != 2*len(created)+2*len(updates) {
+		t.Errorf("%d events, want %d", len(st.Events), 2*len(created)+2*len(updates))
 	}
 }
 
@@ -94,14 +105,15 @@ func TestOverBatchLimitsRefused(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	s := open(t, cli, etcd.Options{ReplicaID: "a"})
 	n, _ := s.BatchLimits()
-	creates := make([]*engine.Change, n+1)
+	creates := make([]*engine.Change, n/3+1) // each of a client of its own
 	for i := range creates {
 		creates[i] = create(fmt.Sprintf("t%02d", i))
+		creates[i].Target.Status.Client = fmt.Sprintf("client-%02d", i)
 	}
 	before := currentRevision(t, cli)
 	reasons := refusals(t, s.Commit(t.Context(), creates))
-	if len(reasons) != n+1 || !errors.Is(reasons["t00"], engine.ErrResourceExhausted) {
-		t.Errorf("refused %d changes (t00: %v), want all %d with ErrResourceExhausted", len(reasons), reasons["t00"], n+1)
+	if len(reasons) != len(creates) || !errors.Is(reasons["t00"], engine.ErrResourceExhausted) {
+		t.Errorf("refused %d changes (t00: %v), want all %d with ErrResourceExhausted", len(reasons), reasons["t00"], len(creates))
 	}
 	if rev := currentRevision(t, cli); rev != before {
 		t.Errorf("the refused batch reached etcd (revision %d to %d)", before, rev)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/store/codec"
 )
 
@@ -33,7 +34,10 @@ var errStale = errors.New("etcd compacted the revision being read")
 // 1023; Compacted is C<<10 - 1 (0 if etcd never compacted). A value that
 // does not decode is an error naming its key (wrapping ErrCorrupt, or
 // codec.ErrNewerFormat for a value of a newer probed); a status without a
-// spec is ignored. Transient etcd failures are retried until ctx ends.
+// spec is ignored. With Options.Shards, Ownership is the replica's at R
+// (own.go). Transient etcd failures are retried until ctx ends. Load also
+// corrects the counts of targets (P/usage/) when they differ from the
+// targets it read (usage.go, repairUsage): it may write.
 func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -43,10 +47,11 @@ func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 	for attempt := 1; ; attempt++ {
 		var st *engine.Stored
 		var specs *specsAt
+		var counts *usageAt
 		err := s.retrying(ctx, "load", func() (again bool, err error) {
 			// One attempt reads many times: each read has its own
 			// request timeout, and a transient failure restarts it.
-			st, specs, err = s.load(ctx)
+			st, specs, counts, err = s.load(ctx)
 			return err != nil && transient(ctx, err), err
 		})
 		switch {
@@ -59,38 +64,63 @@ func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 		s.mu.Lock()
 		s.loaded = specs
 		s.mu.Unlock()
+		if counts != nil {
+			if fix := s.usageFix(counts, st.Targets); len(fix) > 0 {
+				if err := s.repairUsage(ctx, specs.rev, counts, fix); err != nil {
+					// The next Load tries again; meanwhile the limits
+					// count from what etcd holds.
+					s.log.Warn("etcd store: the counts of targets differ from the targets stored and could not be corrected", "corrections", fix, "err", err)
+				}
+			}
+		}
 		return st, nil
 	}
 }
 
-// load reads everything at the current revision.
-func (s *Store) load(ctx context.Context) (*engine.Stored, *specsAt, error) {
+// load reads everything at the current revision, and the counts of
+// targets there (nil when the store counts nothing).
+func (s *Store) load(ctx context.Context) (*engine.Stored, *specsAt, *usageAt, error) {
 	var head *clientv3.GetResponse
 	err := s.request1(ctx, func(rctx context.Context) (err error) {
-		head, err = s.cli.Get(rctx, s.keys.events(), clientv3.WithKeysOnly())
+		head, err = s.cli.Get(rctx, s.keys.Events(), clientv3.WithKeysOnly())
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	rev := head.Header.Revision
-	st := &engine.Stored{Revision: Position(rev)}
+	st := &engine.Stored{Revision: keyspace.Position(rev)}
 	specs, err := s.readSpecs(ctx, rev)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if st.Targets, err = s.readTargets(ctx, rev, specs); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var counts *usageAt
+	if !s.usage.off {
+		if counts, err = s.readUsage(ctx, rev); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if len(head.Kvs) > 0 {
 		var compacted int64
 		st.Events, compacted, err = s.replay(ctx, rev, head.Kvs[0].ModRevision)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		st.Compacted = compactedBelow(compacted)
+		st.Compacted = keyspace.CompactedBelow(compacted)
 	}
-	return st, &specsAt{rev: rev, specs: specs}, nil
+	loaded := &specsAt{rev: rev, specs: specs}
+	if s.fence != nil {
+		if loaded.owners, err = s.readOwners(ctx, rev); err != nil {
+			return nil, nil, nil, err
+		}
+		leases := loaded.owners.leases()
+		st.Ownership = s.ownership(leases)
+		s.fenceWith(leases)
+	}
+	return st, loaded, counts, nil
 }
 
 // request1 runs one request with the request timeout; an error after
@@ -117,10 +147,10 @@ func (s *Store) attempt(ctx context.Context, d time.Duration, do func(rctx conte
 	return err
 }
 
-// readRange calls fn with every key under prefix at revision rev, in key
-// order, a page at a time. A compacted rev is errStale.
-func (s *Store) readRange(ctx context.Context, prefix string, rev int64, fn func(kv *mvccpb.KeyValue) error) error {
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+// readRange calls fn with every key of [start, end) at revision rev, in
+// key order, a page at a time. A compacted rev is errStale.
+func (s *Store) readRange(ctx context.Context, start, end string, rev int64, fn func(kv *mvccpb.KeyValue) error) error {
+	key := start
 	for {
 		var resp *clientv3.GetResponse
 		err := s.request1(ctx, func(rctx context.Context) (err error) {
@@ -128,7 +158,7 @@ func (s *Store) readRange(ctx context.Context, prefix string, rev int64, fn func
 			return err
 		})
 		if errors.Is(err, rpctypes.ErrCompacted) {
-			return fmt.Errorf("%w: reading %s at revision %d: %w", errStale, prefix, rev, err)
+			return fmt.Errorf("%w: reading %s at revision %d: %w", errStale, start, rev, err)
 		}
 		if err != nil {
 			return err
@@ -148,8 +178,8 @@ func (s *Store) readRange(ctx context.Context, prefix string, rev int64, fn func
 // readSpecs returns every target's spec at revision rev, by name.
 func (s *Store) readSpecs(ctx context.Context, rev int64) (map[string]*target.Spec, error) {
 	specs := make(map[string]*target.Spec)
-	err := s.readRange(ctx, s.keys.specs(), rev, func(kv *mvccpb.KeyValue) error {
-		name := strings.TrimPrefix(string(kv.Key), s.keys.specs())
+	err := s.readRange(ctx, s.keys.Specs(), clientv3.GetPrefixRangeEnd(s.keys.Specs()), rev, func(kv *mvccpb.KeyValue) error {
+		name := strings.TrimPrefix(string(kv.Key), s.keys.Specs())
 		spec := &target.Spec{}
 		if err := codec.UnmarshalSpec(kv.Value, spec); err != nil {
 			return undecodable(string(kv.Key), err)
@@ -168,8 +198,8 @@ func (s *Store) readSpecs(ctx context.Context, rev int64) (map[string]*target.Sp
 // created, at rev) is skipped.
 func (s *Store) readTargets(ctx context.Context, rev int64, specs map[string]*target.Spec) ([]*engine.Target, error) {
 	targets := make([]*engine.Target, 0, len(specs))
-	err := s.readRange(ctx, s.keys.statuses(), rev, func(kv *mvccpb.KeyValue) error {
-		name := strings.TrimPrefix(string(kv.Key), s.keys.statuses())
+	err := s.readRange(ctx, s.keys.Statuses(), clientv3.GetPrefixRangeEnd(s.keys.Statuses()), rev, func(kv *mvccpb.KeyValue) error {
+		name := strings.TrimPrefix(string(kv.Key), s.keys.Statuses())
 		spec := specs[name]
 		if spec == nil {
 			return nil
@@ -181,7 +211,7 @@ func (s *Store) readTargets(ctx context.Context, rev int64, specs map[string]*ta
 		if t.Status.Revision >= MaxBatch {
 			return corrupt(string(kv.Key), "index %d in its transaction, beyond %d", t.Status.Revision, MaxBatch-1)
 		}
-		t.Status.Revision = revision(kv.ModRevision, int(t.Status.Revision))
+		t.Status.Revision = keyspace.Revision(kv.ModRevision, int(t.Status.Revision))
 		targets = append(targets, t)
 		return nil
 	})
@@ -195,7 +225,7 @@ func (s *Store) readTargets(ctx context.Context, rev int64, specs map[string]*ta
 		}
 		for name := range specs {
 			if !found[name] {
-				return nil, corrupt(s.keys.spec(name), "a spec without a status (%s)", s.keys.status(name))
+				return nil, corrupt(s.keys.Spec(name), "a spec without a status (%s)", s.keys.Status(name))
 			}
 		}
 	}
@@ -254,7 +284,7 @@ func (e *compactedError) Error() string {
 func (s *Store) replayFrom(ctx context.Context, from, last int64, fn func(rev int64, value []byte) error) (done bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.cli.Watch(wctx, s.keys.events(), clientv3.WithRev(from)) {
+	for resp := range s.cli.Watch(wctx, s.keys.Events(), clientv3.WithRev(from)) {
 		if resp.CompactRevision != 0 {
 			return false, &compactedError{rev: resp.CompactRevision}
 		}
@@ -263,7 +293,7 @@ func (s *Store) replayFrom(ctx context.Context, from, last int64, fn func(rev in
 		}
 		for _, ev := range resp.Events {
 			if ev.Type != clientv3.EventTypePut || ev.Kv.ModRevision > last {
-				return false, corrupt(s.keys.events(), "%s at revision %d, beyond its revision %d", ev.Type, ev.Kv.ModRevision, last)
+				return false, corrupt(s.keys.Events(), "%s at revision %d, beyond its revision %d", ev.Type, ev.Kv.ModRevision, last)
 			}
 			if err := fn(ev.Kv.ModRevision, ev.Kv.Value); err != nil {
 				return false, err
@@ -276,7 +306,7 @@ func (s *Store) replayFrom(ctx context.Context, from, last int64, fn func(rev in
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	return false, fmt.Errorf("%w: %s", errWatchEnded, s.keys.events())
+	return false, fmt.Errorf("%w: %s", errWatchEnded, s.keys.Events())
 }
 
 // decodeBatch decodes the value of P/events put at etcd revision rev, with
@@ -284,13 +314,13 @@ func (s *Store) replayFrom(ctx context.Context, from, last int64, fn func(rev in
 func (s *Store) decodeBatch(rev int64, value []byte) ([]*engine.Change, error) {
 	changes, err := codec.UnmarshalBatch(value)
 	if err != nil {
-		return nil, undecodable(fmt.Sprintf("%s@%d", s.keys.events(), rev), err)
+		return nil, undecodable(fmt.Sprintf("%s@%d", s.keys.Events(), rev), err)
 	}
 	if len(changes) > MaxBatch {
-		return nil, corrupt(fmt.Sprintf("%s@%d", s.keys.events(), rev), "%d changes, more than %d", len(changes), MaxBatch)
+		return nil, corrupt(fmt.Sprintf("%s@%d", s.keys.Events(), rev), "%d changes, more than %d", len(changes), MaxBatch)
 	}
 	for i, c := range changes {
-		c.SetRevision(revision(rev, i))
+		c.SetRevision(keyspace.Revision(rev, i))
 	}
 	return changes, nil
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/probed/probed/internal/etcdtest"
+	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/store/etcd"
 )
@@ -57,7 +58,7 @@ func TestFollowHandsMembershipItsKeys(t *testing.T) {
 	s := open(t, cli, etcd.Options{ReplicaID: "a", Membership: seen.observe})
 	from := load(t, s).Revision
 	f := follow(t, s, from)
-	start := etcd.EtcdRevision(from)
+	start := keyspace.EtcdRevision(from)
 
 	ctx := t.Context()
 	joined, err := cli.Put(ctx, "/probed/members/x", "{}")
@@ -73,7 +74,7 @@ func TestFollowHandsMembershipItsKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1, r3 := joined.Header.Revision, moved.Header.Revision
-	f.waitFor(etcd.Position(r3))
+	f.waitFor(keyspace.Position(r3))
 	want := []observation{
 		{Rev: r1, Events: []string{"PUT /probed/members/x"}},
 		{Rev: r3, Events: []string{"PUT /probed/shards/0001", "DELETE /probed/members/x"}},
@@ -110,7 +111,7 @@ func TestRequestProgressMovesFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := etcd.Position(put.Header.Revision)
+	want := keyspace.Position(put.Header.Revision)
 	poll.UntilMet(t, "Follow to reach the foreign write's revision", 20*time.Second, func() string {
 		if f.reached() >= want {
 			return ""

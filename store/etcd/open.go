@@ -5,23 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/probed/probed/internal/keyspace"
 )
 
-// schemaField is the field of P/meta that holds SchemaVersion (the
-// cluster package owns "shards"); settingsField holds Options.Settings.
-const (
-	schemaField   = "schema"
-	settingsField = "settings"
-)
-
-// Open checks o, the schema version and the cluster-wide settings in
-// P/meta (writing those missing, keeping the fields others wrote there),
+// Open checks o, the schema version, the cluster-wide settings and (with
+// Options.Shards) the number of shards in P/meta (writing those missing,
+// keeping the fields others wrote there),
 // and returns the store. A schema this build does not know is
 // ErrSchemaVersion; settings other than the cluster's are ErrSettings. Transient etcd
 // failures are retried until ctx ends. The caller must Close the store.
@@ -35,9 +30,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	s := &Store{
 		cli:          o.Client,
-		keys:         keys{prefix: o.Prefix},
-		fence:        o.Fence,
+		keys:         keyspace.New(o.Prefix, max(o.Shards, 1)),
+		process:      o.Instance,
 		leading:      o.Leading,
+		lease:        o.Lease,
 		membership:   o.Membership,
 		compact:      o.Compact,
 		log:          o.Logger.With("replica", o.ReplicaID),
@@ -47,7 +43,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		instance:     hex.EncodeToString(nonce[:]),
 		settings:     o.Settings,
 	}
-	s.id, s.writers = o.ReplicaID, newWriters(s.keys.writer(o.ReplicaID))
+	s.id, s.writers = o.ReplicaID, newWriters(s.keys, o.ReplicaID)
+	if o.Shards > 0 {
+		s.fence = s.fenceOf
+	}
 	s.ctx, s.close = context.WithCancel(context.Background())
 	if err := s.checkSchema(ctx); err != nil {
 		s.close()
@@ -63,80 +62,78 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-// checkSchema checks SchemaVersion against P/meta, or writes it there.
+// checkSchema checks SchemaVersion and the settings against P/meta, or
+// writes them there (keeping the fields others wrote).
 func (s *Store) checkSchema(ctx context.Context) error {
-	key := s.keys.meta()
-	for {
-		var resp *clientv3.GetResponse
-		err := s.retry(ctx, "open", func(rctx context.Context) (err error) {
-			resp, err = s.cli.Get(rctx, key)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("etcd store: read %s: %w", key, err)
-		}
-		fields := map[string]json.RawMessage{}
-		// Written only if nobody wrote the key meanwhile.
-		unchanged := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-		if len(resp.Kvs) > 0 {
-			kv := resp.Kvs[0]
-			if err := json.Unmarshal(kv.Value, &fields); err != nil {
-				return corrupt(key, "not a JSON object: %v", err)
-			}
-			// The cluster or another replica wrote it first: add what is
-			// missing.
-			unchanged = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
-		}
+	key := s.keys.Meta()
+	wrote := false
+	err := keyspace.UpdateMeta(ctx, s.cli, key, func(ctx context.Context, do func(context.Context) error) error {
+		return s.retry(ctx, "open", do)
+	}, func(fields keyspace.Meta) (bool, error) {
 		missing, err := s.checkFields(key, fields)
-		if err != nil || !missing {
-			return err
-		}
-		val, _ := json.Marshal(fields)
-		var put *clientv3.TxnResponse
-		err = s.retry(ctx, "open", func(rctx context.Context) (err error) {
-			put, err = s.cli.Txn(rctx).If(unchanged).Then(clientv3.OpPut(key, string(val))).Commit()
-			return err
-		})
 		if err != nil {
-			return fmt.Errorf("etcd store: write %s: %w", key, err)
+			return false, &fieldError{err}
 		}
-		if put.Succeeded {
-			s.log.Info("etcd store: schema version and cluster-wide settings written", "key", key, "schema", SchemaVersion, "settings", s.settings)
-			return nil
+		if s.fence != nil {
+			pinned, err := keyspace.PinShards(key, s.keys.ShardCount())(fields)
+			if err != nil {
+				return false, &fieldError{fmt.Errorf("etcd store: %w", err)}
+			}
+			missing = missing || pinned
 		}
+		wrote = missing
+		return missing, nil
+	})
+	var mine *fieldError
+	switch {
+	case errors.As(err, &mine):
+		return mine.err
+	case errors.Is(err, keyspace.ErrMeta):
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case err != nil:
+		return fmt.Errorf("etcd store: %w", err)
 	}
+	if wrote {
+		s.log.Info("etcd store: schema version and cluster-wide settings written", "key", key, "schema", SchemaVersion, "settings", s.settings)
+	}
+	return nil
 }
+
+// fieldError is checkFields' verdict on P/meta, as UpdateMeta returns it.
+type fieldError struct{ err error }
+
+func (e *fieldError) Error() string { return e.err.Error() }
 
 // checkFields checks the schema version and the settings fields of
 // P/meta, adding to fields those absent (missing true).
-func (s *Store) checkFields(key string, fields map[string]json.RawMessage) (missing bool, err error) {
-	if raw, ok := fields[schemaField]; ok {
+func (s *Store) checkFields(key string, fields keyspace.Meta) (missing bool, err error) {
+	if raw, ok := fields[keyspace.MetaSchema]; ok {
 		var v int
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return false, corrupt(key, "%s: %v", schemaField, err)
+			return false, corrupt(key, "%s: %v", keyspace.MetaSchema, err)
 		}
 		switch {
 		case v > SchemaVersion:
 			return false, fmt.Errorf("%w: %s says schema %d, this probed knows up to %d (a newer probed wrote it)",
 				ErrSchemaVersion, key, v, SchemaVersion)
 		case v < 1:
-			return false, corrupt(key, "%s %d is no schema version", schemaField, v)
+			return false, corrupt(key, "%s %d is no schema version", keyspace.MetaSchema, v)
 		}
 	} else {
-		fields[schemaField], _ = json.Marshal(SchemaVersion)
+		fields[keyspace.MetaSchema], _ = json.Marshal(SchemaVersion)
 		missing = true
 	}
 	if len(s.settings) == 0 {
 		return missing, nil
 	}
-	raw, ok := fields[settingsField]
+	raw, ok := fields[keyspace.MetaSettings]
 	if !ok {
-		fields[settingsField], _ = json.Marshal(s.settings)
+		fields[keyspace.MetaSettings], _ = json.Marshal(s.settings)
 		return true, nil
 	}
 	var theirs map[string]string
 	if err := json.Unmarshal(raw, &theirs); err != nil {
-		return false, corrupt(key, "%s: %v", settingsField, err)
+		return false, corrupt(key, "%s: %v", keyspace.MetaSettings, err)
 	}
 	if diff := settingsDiff(theirs, s.settings); diff != "" {
 		return false, fmt.Errorf("%w: %s", ErrSettings, diff)

@@ -4,18 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/probed/probed/cluster"
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Defaults of Options.
 const (
-	DefaultPrefix         = cluster.DefaultPrefix
+	DefaultPrefix         = keyspace.DefaultPrefix
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultAttemptTimeout = time.Second
 )
@@ -30,14 +29,23 @@ type Options struct {
 	// Prefix of every key; default "/probed/", the cluster's (they share
 	// P/meta). A missing trailing slash is added.
 	Prefix string
-	// Fence says what a write of a target must compare (cluster.Fence):
-	// LeaseValue(key) == lease. ok false: this replica does not own the
-	// target, and its change is refused (ErrOwnershipLost) without a round
-	// trip. nil: no fencing (a single writer, tests). Creates are not
-	// fenced: any replica registers a target.
-	Fence func(name string) (key string, lease clientv3.LeaseID, ok bool)
+	// Shards is the cluster's number of shards (P/meta pins it: Open
+	// checks it, or pins it first): the store is one replica of a cluster
+	// and follows which shards it owns — those whose owner keys are held
+	// on the lease of its process's member key (Instance) — in its log:
+	// Load and Follow tell the engine (engine.Ownership), and Commit
+	// refuses the changes of targets the log does not show owned
+	// (ErrOwnershipLost, without a round trip) and compares, for the
+	// others, that the shard key is still on that lease. Creates are not
+	// fenced: any replica registers a target. 0: the store is the only
+	// writer (tools, tests): it owns every target and fences nothing.
+	Shards int
+	// Instance names this process in its member key (keyspace.Member;
+	// cluster.Cluster.Instance): required with Shards.
+	Instance string
 	// Membership, when set, is handed what Follow sees of the keys it
-	// watches besides P/events (the cluster's members and shards, P/meta),
+	// watches besides P/events (the cluster's members and shards, P/meta,
+	// P/leader/),
 	// so that the cluster's view and the engine's follow one etcd watch
 	// (cluster.Observe): in order, Membership(after, rev, events) for
 	// each etcd revision with changes of those keys (events: the
@@ -49,13 +57,17 @@ type Options struct {
 	// is below after missed the revisions between (a Follow from a later
 	// position, after the engine reloaded its view).
 	// It is called on Follow's goroutine, once the engine's view has
-	// reached rev (that revision's changes delivered, and none after it):
-	// what it does to the engine happens exactly at rev. It must not
-	// block.
+	// reached rev (that revision's changes and ownership delivered, and
+	// none after it). It must not block.
 	Membership func(after, rev int64, events []*clientv3.Event)
 	// Leading says whether this replica compacts etcd's history
 	// (cluster.Leading); nil: it does.
 	Leading func() bool
+	// Lease is this replica's lease (cluster.Stats().Lease), 0 while it
+	// has none. With it the store keeps every Apply's desired list until
+	// the apply ends, under a lock of the set on that lease
+	// (engine.ApplyJournal, journal.go); nil: it does not.
+	Lease func() clientv3.LeaseID
 	// Compact opts in to compacting etcd's history (Store.Compact);
 	// false, the default, compacts nothing and leaves the history to
 	// etcd's own --auto-compaction-*. etcd compaction is global: it
@@ -101,14 +113,15 @@ func (o *Options) setDefaults() error {
 	if o.Client == nil {
 		bad("Client", "required")
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if !strings.HasSuffix(o.Prefix, "/") {
-		o.Prefix += "/"
-	}
-	if why := cluster.CheckReplicaID(o.ReplicaID); why != "" {
+	o.Prefix = keyspace.Prefix(o.Prefix)
+	if why := keyspace.CheckReplicaID(o.ReplicaID); why != "" {
 		bad("ReplicaID", "%s (it names this replica's key P/writers/<id>)", why)
+	}
+	switch {
+	case o.Shards < 0 || o.Shards > keyspace.MaxShards:
+		bad("Shards", "%d is not between 0 and %d", o.Shards, keyspace.MaxShards)
+	case o.Shards > 0 && o.Instance == "":
+		bad("Instance", "required with Shards (it names this process in its member key)")
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout

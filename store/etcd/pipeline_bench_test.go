@@ -76,7 +76,7 @@ func delayedClient(b *testing.B, endpoints []string, delay time.Duration) *clien
 		DialOptions: []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				time.Sleep(delay)
+				time.Sleep(delay) // the network's latency, simulated: real time is the point
 				err := invoker(ctx, method, req, reply, cc, opts...)
 				time.Sleep(delay)
 				return err

@@ -30,7 +30,7 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 	kv := newGatedKV(cli.KV)
 	cli.KV = kv
 	s := open(t, cli, etcd.Options{ReplicaID: "a", RequestTimeout: -1})
-	r := startReplica(t, s, nil)
+	r := startReplica(t, s)
 	t.Cleanup(kv.open) // before the replica stops
 	ctx := t.Context()
 	spec := func(name, v string) *target.Spec {
@@ -59,10 +59,11 @@ func TestPipelinedCommitsKeepTargetOrder(t *testing.T) {
 	}
 	update("a", "2")
 	poll.UntilBlocked(t, "engine.(*Engine).Update", 2) // a=2 is queued
-	// A full batch besides a=2: b=1 and 62 creates.
+	// A full batch besides a=2: b=1 (2 operations) and 41 creates (3
+	// each: the count of their client's targets).
 	n, _ := s.BatchLimits()
 	var created sync.WaitGroup
-	for i := range n - 1 {
+	for i := range (n - 2) / 3 {
 		created.Go(func() {
 			if _, err := r.eng.Create(ctx, spec(fmt.Sprintf("c-%02d", i), "0")); err != nil {
 				t.Error(err)

@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -30,6 +29,9 @@ type plan struct {
 	names []string
 	// bytes estimates the request's size.
 	bytes int
+	// counts is what the batch changes in the counts of targets (nil:
+	// nothing; usage.go).
+	counts *counting
 }
 
 // check is one compare of a transaction and the targets whose changes it
@@ -37,8 +39,11 @@ type plan struct {
 type check struct {
 	key    string
 	create bool             // CreateRevision(key) == 0 (the spec key of a created target)
-	lease  clientv3.LeaseID // otherwise LeaseValue(key) == lease (a fence)
-	names  []string
+	lease  clientv3.LeaseID // otherwise LeaseValue(key) == lease (a fence, or an apply's lock)
+	// apply: key is the lock of an apply's set (engine.Change.Apply), and
+	// a refusal wraps engine.ErrAborted.
+	apply bool
+	names []string
 }
 
 func (c *check) cmp() clientv3.Cmp {
@@ -52,6 +57,10 @@ func (c *check) cmp() clientv3.Cmp {
 func (c *check) refusal(name string) error {
 	if c.create {
 		return fmt.Errorf("target %q: %w", name, engine.ErrAlreadyExists)
+	}
+	if c.apply {
+		return fmt.Errorf("target %q: this replica no longer holds the apply of its set (%s is not on lease %x: another replica finishes it): %w",
+			name, c.key, int64(c.lease), engine.ErrAborted)
 	}
 	return fmt.Errorf("target %q: %s is not held on lease %x: %w", name, c.key, int64(c.lease), engine.ErrOwnershipLost)
 }
@@ -94,8 +103,18 @@ func (s *Store) plan(changes []*engine.Change) (p *plan, refused map[string]erro
 			// Deleted earlier in this transaction (which compares what
 			// the delete needs): nothing to compare.
 		case c.Create:
-			chk := &check{key: s.keys.spec(c.Name), create: true, names: []string{c.Name}}
+			chk := &check{key: s.keys.Spec(c.Name), create: true, names: []string{c.Name}}
 			p.checks = append(p.checks, chk)
+			if c.Apply != nil {
+				fk := fenceKey{s.keys.SetLock(c.Apply.Owner), clientv3.LeaseID(c.Apply.Token)}
+				lock := fences[fk]
+				if lock == nil {
+					lock = &check{key: fk.key, lease: fk.lease, apply: true}
+					fences[fk] = lock
+					p.checks = append(p.checks, lock)
+				}
+				lock.names = append(lock.names, c.Name)
+			}
 		case s.fence != nil:
 			key, lease, ok := s.fence(c.Name)
 			if !ok {
@@ -124,16 +143,16 @@ func (s *Store) plan(changes []*engine.Change) (p *plan, refused map[string]erro
 		t := byName[name]
 		switch {
 		case t.deleted:
-			p.ops = append(p.ops, clientv3.OpDelete(s.keys.spec(name)), clientv3.OpDelete(s.keys.status(name)))
-			p.bytes += 2 * (len(s.keys.spec(name)) + opOverhead)
+			p.ops = append(p.ops, clientv3.OpDelete(s.keys.Spec(name)), clientv3.OpDelete(s.keys.Status(name)))
+			p.bytes += 2 * (len(s.keys.Spec(name)) + opOverhead)
 		default:
 			if t.spec != nil {
-				p.ops = append(p.ops, clientv3.OpPut(s.keys.spec(name), string(t.spec)))
-				p.bytes += len(s.keys.spec(name)) + len(t.spec) + opOverhead
+				p.ops = append(p.ops, clientv3.OpPut(s.keys.Spec(name), string(t.spec)))
+				p.bytes += len(s.keys.Spec(name)) + len(t.spec) + opOverhead
 			}
 			if t.status != nil {
-				p.ops = append(p.ops, clientv3.OpPut(s.keys.status(name), string(t.status)))
-				p.bytes += len(s.keys.status(name)) + len(t.status) + opOverhead
+				p.ops = append(p.ops, clientv3.OpPut(s.keys.Status(name), string(t.status)))
+				p.bytes += len(s.keys.Status(name)) + len(t.status) + opOverhead
 			}
 		}
 	}
@@ -141,12 +160,17 @@ func (s *Store) plan(changes []*engine.Change) (p *plan, refused map[string]erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd store: commit: %w", err)
 	}
-	p.ops = append(p.ops, clientv3.OpPut(s.keys.events(), string(batch)))
-	p.bytes += len(s.keys.events()) + len(batch) + opOverhead
+	p.ops = append(p.ops, clientv3.OpPut(s.keys.Events(), string(batch)))
+	p.bytes += len(s.keys.Events()) + len(batch) + opOverhead
 	for _, chk := range p.checks {
 		p.bytes += 2 * (len(chk.key) + opOverhead) // the compare and the read of the other branch
 	}
 	p.bytes += 3 * (len(s.writers.key(MaxCommitsInFlight-1)) + opOverhead) // its writer key's compare, put and read
+	if p.counts = s.count(changes); p.counts != nil {
+		for _, key := range p.counts.keys {
+			p.bytes += 3*(len(key)+opOverhead) + 20 // its compare, put and read; the value
+		}
+	}
 	return p, refused, nil
 }
 
@@ -179,24 +203,5 @@ func (s *Store) fold(t *targetOps, c *engine.Change, i int) error {
 		return fmt.Errorf("etcd store: commit: status of %q: %w", c.Name, err)
 	}
 	t.status = b
-	return nil
-}
-
-// checkChange refuses a change Commit cannot write.
-func checkChange(c *engine.Change) error {
-	switch {
-	case c.Name == "":
-		return errors.New("no target name")
-	case c.Delete:
-		return nil
-	case c.Target == nil:
-		return fmt.Errorf("target %q: no Target and not a delete", c.Name)
-	case c.Target.Spec == nil:
-		return fmt.Errorf("target %q: no Spec", c.Name)
-	case c.SpecChanged && c.Target.Spec.Name != c.Name:
-		return fmt.Errorf("target %q: spec is named %q", c.Name, c.Target.Spec.Name)
-	case c.Create && !c.SpecChanged:
-		return fmt.Errorf("target %q: a create without its spec (SpecChanged)", c.Name)
-	}
 	return nil
 }

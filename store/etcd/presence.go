@@ -4,6 +4,8 @@ import (
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Present reports whether the named target exists in etcd now, from a
@@ -20,7 +22,7 @@ func (s *Store) Present(ctx context.Context, name string) (pos uint64, ok bool, 
 	var resp *clientv3.GetResponse
 	err = s.request1(ctx, func(rctx context.Context) error {
 		var err error
-		resp, err = s.cli.Get(rctx, s.keys.spec(name), clientv3.WithKeysOnly())
+		resp, err = s.cli.Get(rctx, s.keys.Spec(name), clientv3.WithKeysOnly())
 		return err
 	})
 	switch {
@@ -29,5 +31,5 @@ func (s *Store) Present(ctx context.Context, name string) (pos uint64, ok bool, 
 	case len(resp.Kvs) == 0:
 		return 0, false, nil
 	}
-	return Position(resp.Kvs[0].ModRevision), true, nil
+	return keyspace.Position(resp.Kvs[0].ModRevision), true, nil
 }

@@ -125,14 +125,16 @@ func TestNotFoundOnlyWhenTheStoreSaysSo(t *testing.T) {
 		},
 	}
 	c := etcdtest.Start(t)
-	ownedByA := func(name string) bool { return strings.HasPrefix(name, "a-") }
-	a := startReplica(t, open(t, c.Client(t), etcd.Options{ReplicaID: "a"}), ownedByA)
+	// One shard, a's.
+	_, optsA := member(t, c.Client(t), "", 1, "a", 0)
+	_, optsB := member(t, c.Client(t), "", 1, "b")
+	a := startReplica(t, open(t, c.Client(t), optsA))
 	cliB := c.Client(t)
 	watcher := &heldWatcher{Watcher: cliB.Watcher}
 	cliB.Watcher = watcher
 	kv := &askedKV{KV: cliB.KV, prefix: etcd.DefaultPrefix, asked: make(chan string, 16)}
 	cliB.KV = kv
-	b := startReplica(t, open(t, cliB, etcd.Options{ReplicaID: "b"}), func(n string) bool { return !ownedByA(n) })
+	b := startReplica(t, open(t, cliB, optsB))
 	ctx := t.Context()
 
 	for _, tc := range cases {

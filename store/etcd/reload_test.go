@@ -27,7 +27,9 @@ func TestEngineReloadsAfterCompaction(t *testing.T) {
 	c := etcdtest.Start(t)
 	direct := c.Client(t)
 	proxy := tcpproxy.Start(t, c.Endpoints()[0])
-	cut := startReplica(t, open(t, etcdtest.ClientOf(t, proxy.Addr()), etcd.Options{ReplicaID: "cut"}), func(string) bool { return false })
+	// A member of one shard that it does not own.
+	_, opts := member(t, c.Client(t), "", 1, "cut")
+	cut := startReplica(t, open(t, etcdtest.ClientOf(t, proxy.Addr()), opts))
 	writer := open(t, direct, etcd.Options{ReplicaID: "writer"})
 
 	kept, dropped := create("kept"), create("dropped")

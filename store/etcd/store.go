@@ -5,11 +5,12 @@
 //
 // # Keys
 //
-// Under the prefix P (default "/probed/", the cluster package's too):
+// Under the prefix P (default "/probed/", the cluster's too; the layout is
+// internal/keyspace's):
 //
 //	P/meta             a JSON object: "schema" (SchemaVersion, this package's),
 //	                   "settings" (Options.Settings, the first replica's),
-//	                   "shards" (the cluster package's); each keeps the other's fields
+//	                   "shards" (the cluster's); each keeps the other's fields
 //	P/specs/<name>     a target's spec (store/codec)
 //	P/status/<name>    its durable status (store/codec), whose revision field
 //	                   holds the index of its last change in its transaction
@@ -20,6 +21,9 @@
 //	P/writers/<id>/<k> and of its k-th other Commit in flight at once (k < 16)
 //	P/watermarks/<id>  the oldest revision the replica <id> still needs
 //	                   (only with Options.Compact)
+//	P/usage/...        the counts of targets (usage.go), and
+//	P/targetsets/...   the applies begun and not finished (journal.go):
+//	                   both laid out in internal/keyspace
 //
 // # Revisions
 //
@@ -34,8 +38,8 @@
 // # Writes
 //
 // A Commit compares, in the same transaction: that each created target's
-// spec key does not exist; with Options.Fence, that each written target's
-// shard key is on this replica's lease; and that P/writers/<id> is what
+// spec key does not exist; with Options.Shards, that each written target's
+// shard key is on this replica's lease as its log shows it (own.go); and that P/writers/<id> is what
 // this store last wrote there (or in the writer key P/writers/<id>/<k> the
 // Commit holds: up to MaxCommitsInFlight Commits run at once, each on a key
 // of its own, and etcd orders them). When a compare fails, nothing is written
@@ -67,6 +71,7 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // Errors.
@@ -90,10 +95,15 @@ const SchemaVersion = 1
 // Store is the etcd engine.SharedStore. Commit serialises its calls; the
 // other methods may run concurrently with everything.
 type Store struct {
-	cli     *clientv3.Client
-	keys    keys
-	fence   func(name string) (string, clientv3.LeaseID, bool)
+	cli  *clientv3.Client
+	keys keyspace.Keys
+	// fence is fenceOf with Options.Shards (the store follows its
+	// replica's ownership: own.go), nil without.
+	fence func(name string) (string, clientv3.LeaseID, bool)
+	// process is Options.Instance: the process's name in its member key.
+	process string
 	leading func() bool
+	lease   func() clientv3.LeaseID // Options.Lease (nil: no journal)
 	// membership is Options.Membership (nil: none).
 	membership func(after, rev int64, events []*clientv3.Event)
 	compact    bool // Options.Compact
@@ -120,12 +130,18 @@ type Store struct {
 	// (random: a restarted replica never repeats a predecessor's).
 	instance string
 	seq      atomic.Uint64 // transactions attempted
+	// usage is the counts of targets (usage.go).
+	usage usage
 
 	mu sync.Mutex
-	// loaded is the specs Load read, kept for a Follow from the same
-	// revision (which needs the spec of each target to deliver
-	// status-only changes whole); guarded by mu.
+	// loaded is the specs (and, with Options.Shards, the member and shard
+	// keys) Load read, kept for a Follow from the same revision (which
+	// needs the spec of each target to deliver status-only changes whole,
+	// and the keys to follow ownership); guarded by mu.
 	loaded *specsAt
+	// leases is the lease each shard is owned on as of the log, which
+	// Commit fences writes with (fenceOf); guarded by mu.
+	leases []clientv3.LeaseID
 }
 
 var (
@@ -133,10 +149,12 @@ var (
 	_ engine.BatchLimiter = (*Store)(nil)
 )
 
-// specsAt is every target's spec at an etcd revision.
+// specsAt is every target's spec at an etcd revision, and with
+// Options.Shards the ownership there.
 type specsAt struct {
-	rev   int64
-	specs map[string]*target.Spec
+	rev    int64
+	specs  map[string]*target.Spec
+	owners *owners
 }
 
 // ReplicaID is Options.ReplicaID.
@@ -202,33 +220,6 @@ func (s *Store) done(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
-
-// keys is the layout under the prefix.
-type keys struct {
-	prefix string
-}
-
-func (k keys) meta() string              { return k.prefix + "meta" }
-func (k keys) specs() string             { return k.prefix + "specs/" }
-func (k keys) statuses() string          { return k.prefix + "status/" }
-func (k keys) events() string            { return k.prefix + "events" }
-func (k keys) spec(name string) string   { return k.specs() + name }
-func (k keys) status(name string) string { return k.statuses() + name }
-func (k keys) writer(id string) string   { return k.prefix + "writers/" + id }
-
-// watermarks is where each replica records the oldest revision it still
-// needs (Options.Compact); after P/status/, outside the watched range.
-func (k keys) watermarks() string         { return k.prefix + "watermarks/" }
-func (k keys) watermark(id string) string { return k.watermarks() + id }
-
-// members is the cluster package's P/members/<id>: the live replicas.
-func (k keys) members() string { return k.prefix + "members/" }
-
-// watched is the key range Follow watches, [start, end): the prefix's keys
-// before P/specs/ — P/events, and the cluster's P/leader/, P/members/,
-// P/meta and P/shards/ — so neither the specs nor the statuses, which
-// P/events repeats, nor P/writers/, put by the same transactions.
-func (k keys) watched() (start, end string) { return k.prefix, k.specs() }
 
 // corrupt is an ErrCorrupt naming key.
 func corrupt(key string, format string, args ...any) error {

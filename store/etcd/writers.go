@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/probed/probed/internal/keyspace"
 )
 
 // MaxCommitsInFlight is the most Commits a Store runs at once
@@ -30,23 +32,20 @@ type writer struct {
 // writers hands out the writer keys, the lowest free first, so that a
 // replica writes only as many keys as it has Commits in flight at once.
 type writers struct {
+	keys  keyspace.Keys
+	id    string
 	base  string        // P/writers/<id>
 	slots chan struct{} // one token per Commit in flight
 	mu    sync.Mutex
 	all   []*writer // by index; guarded by mu
 }
 
-func newWriters(base string) *writers {
-	return &writers{base: base, slots: make(chan struct{}, MaxCommitsInFlight)}
+func newWriters(keys keyspace.Keys, id string) *writers {
+	return &writers{keys: keys, id: id, base: keys.Writer(id, 0), slots: make(chan struct{}, MaxCommitsInFlight)}
 }
 
 // key is the writer key of index k.
-func (ws *writers) key(k int) string {
-	if k == 0 {
-		return ws.base
-	}
-	return ws.base + "/" + strconv.Itoa(k)
-}
+func (ws *writers) key(k int) string { return ws.keys.Writer(ws.id, k) }
 
 // read records the mod revisions of this replica ID's writer keys in
 // etcd (Open).
@@ -68,14 +67,14 @@ func (ws *writers) read(ctx context.Context, cli *clientv3.Client) error {
 				continue // not a key this store writes
 			}
 		}
-		ws.grow(k + 1)
+		ws.growLocked(k + 1)
 		ws.all[k].rev = kv.ModRevision
 	}
 	return nil
 }
 
-// grow makes writers up to index n-1; ws.mu held.
-func (ws *writers) grow(n int) {
+// growLocked makes writers up to index n-1; ws.mu held.
+func (ws *writers) growLocked(n int) {
 	for len(ws.all) < n {
 		ws.all = append(ws.all, &writer{key: ws.key(len(ws.all))})
 	}
@@ -97,7 +96,7 @@ func (ws *writers) take(ctx context.Context) (*writer, error) {
 			return w, nil
 		}
 	}
-	ws.grow(len(ws.all) + 1)
+	ws.growLocked(len(ws.all) + 1)
 	w := ws.all[len(ws.all)-1]
 	w.busy = true
 	return w, nil

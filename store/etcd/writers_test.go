@@ -126,7 +126,8 @@ func (kv *gatedKV) next(t *testing.T) *gatedTxn {
 // the order they reach it, which their revisions tell; a store opened
 // later with the replica's ID reads both keys and writes on. Without
 // the writer keys (one Commit at a time) the second never reaches etcd
-// while the first is held.
+// while the first is held. (Transitions: Commits that create or remove
+// targets go one at a time, since they compare the same counts.)
 func TestConcurrentCommits(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
@@ -137,8 +138,10 @@ func TestConcurrentCommits(t *testing.T) {
 	if got := s.CommitsInFlight(); got != etcd.MaxCommitsInFlight {
 		t.Errorf("CommitsInFlight = %d, want %d", got, etcd.MaxCommitsInFlight)
 	}
+	created := []*engine.Change{create("first"), create("second")}
+	commit(t, s, created...)
 	kv.closed.Store(true)
-	first, second := create("first"), create("second")
+	first, second := transition(created[0], 1), transition(created[1], 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(t.Context())

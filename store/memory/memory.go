@@ -47,15 +47,15 @@ var errClosed = errors.New("memory store: closed")
 func (s *Store) Load(ctx context.Context) (*engine.Stored, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, err := s.load(ctx)
+	st, err := s.loadLocked(ctx)
 	if err == nil {
 		s.log.Start()
 	}
 	return st, err
 }
 
-// load is Load; s.mu held.
-func (s *Store) load(context.Context) (*engine.Stored, error) {
+// loadLocked is Load; s.mu held.
+func (s *Store) loadLocked(context.Context) (*engine.Stored, error) {
 	if s.closed {
 		return nil, errClosed
 	}
@@ -84,7 +84,7 @@ func (s *Store) load(context.Context) (*engine.Stored, error) {
 func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.commit(ctx, changes); err != nil {
+	if err := s.commitLocked(ctx, changes); err != nil {
 		return err
 	}
 	s.log.Append(changes)
@@ -94,12 +94,12 @@ func (s *Store) Commit(ctx context.Context, changes []*engine.Change) error {
 // Follow delivers every batch Commit wrote after revision after (and
 // after the last Load), as they were given to Commit, until ctx is done:
 // the engine publishes what it delivers (engine.CommitLog).
-func (s *Store) Follow(ctx context.Context, after uint64, deliver func(pos uint64, changes []*engine.Change)) error {
+func (s *Store) Follow(ctx context.Context, after uint64, deliver func(engine.Delivery)) error {
 	return s.log.Follow(ctx, after, deliver)
 }
 
-// commit is Commit without the log; s.mu held.
-func (s *Store) commit(_ context.Context, changes []*engine.Change) error {
+// commitLocked is Commit without the log; s.mu held.
+func (s *Store) commitLocked(_ context.Context, changes []*engine.Change) error {
 	if s.closed {
 		return errClosed
 	}

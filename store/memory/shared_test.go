@@ -27,7 +27,11 @@ import (
 func TestSharedCreateAfterDelete(t *testing.T) {
 	t.Parallel()
 	stores := map[string]func(t *testing.T) engine.SharedStore{
-		"memory": func(*testing.T) engine.SharedStore { return memory.NewShared(3).Replica(nil) },
+		"memory": func(*testing.T) engine.SharedStore {
+			s := memory.NewShared(3, 1, nil)
+			s.Assign("r1", 0)
+			return s.Replica("r1")
+		},
 		"etcd": func(t *testing.T) engine.SharedStore {
 			s, err := etcd.Open(t.Context(), etcd.Options{Client: etcdtest.Start(t).Client(t), ReplicaID: "r1"})
 			if err != nil {
@@ -106,10 +110,10 @@ func createAfterDelete(t *testing.T, s engine.SharedStore) {
 	)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Follow(fctx, 0, func(_ uint64, changes []*engine.Change) {
+		done <- s.Follow(fctx, 0, func(d engine.Delivery) {
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, changes...)
+			got = append(got, d.Changes...)
 			if len(got) >= len(all) {
 				cancel()
 			}

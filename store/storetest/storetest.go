@@ -433,12 +433,12 @@ func testFollowDeliversCommits(h *harness) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	followed := make(chan error, 1)
 	go func() {
-		followed <- h.s.Follow(ctx, from, func(pos uint64, changes []*engine.Change) {
-			if len(changes) == 0 {
+		followed <- h.s.Follow(ctx, from, func(fd engine.Delivery) {
+			if len(fd.Changes) == 0 {
 				return // only a position
 			}
-			d := delivery{pos: pos}
-			for _, c := range changes {
+			d := delivery{pos: fd.Pos}
+			for _, c := range fd.Changes {
 				d.names = append(d.names, c.Name)
 				d.revs = append(d.revs, c.Event.Revision)
 			}

@@ -196,6 +196,7 @@ var tinySizes = map[string][]string{
 	"coldstart":   {"--runs=1", "--start-delay=20ms", "--period=50ms", "--compare=100ms,1s"},
 	"scale":       {"--targets=8", "--period=200ms", "--settle=300ms", "--window=300ms"},
 	"restart":     {"--targets=6", "--period=200ms", "--rounds=2"},
+	"api":         {"--targets=200", "--duration=2s", "--rounds=1"},
 	// TTLs far above a renewal's delay on a loaded machine.
 	"cluster": {"--lease-ttl=5s", "--lease-ttls=5s", "--kills=1", "--failover-targets=12", "--failover-period=200ms",
 		"--flap-targets=6", "--flap-period=200ms", "--registrations=12", "--workers=3", "--watch-targets=3", "--watch-period=50ms",
@@ -203,7 +204,7 @@ var tinySizes = map[string][]string{
 }
 
 // boolFlags are the flags of the commands that take no value.
-var boolFlags = []string{"json", "metrics"}
+var boolFlags = []string{"json", "metrics", "together"}
 
 // tinyEnv is what the tiny runs run against.
 type tinyEnv struct {
@@ -254,7 +255,9 @@ func (e tinyEnv) tiny(d documented) (args, files []string, err error) {
 			if err := os.MkdirAll(value, 0o755); err != nil {
 				return nil, nil, err
 			}
-		case flag == "svg" || flag == "heap-profile" || flag == "cpuprofile":
+		case flag == "ghz":
+			value = "ghz" // from PATH: runTiny skips the command without it
+		case flag == "svg" || flag == "heap-profile" || flag == "cpuprofile" || flag == "cpu-profile":
 			value = filepath.Join(e.dir, fmt.Sprintf("%d-%s", d.line, filepath.Base(value)))
 			files = append(files, value)
 		case flag == "compare" && name == "scale":
@@ -320,6 +323,9 @@ func TestBenchmarksCommands(t *testing.T) {
 
 // runTiny runs one tiny command and checks what it printed and wrote.
 func runTiny(t *testing.T, d documented, args, files []string) {
+	if args[0] == "api" {
+		needGHZ(t)
+	}
 	if i := slices.Index(args, "--etcd-endpoints=ETCD"); i >= 0 {
 		args[i] = "--etcd-endpoints=" + strings.Join(etcdtest.Start(t).Endpoints(), ",")
 	}
@@ -419,5 +425,14 @@ func TestTinyCoversEveryCommand(t *testing.T) {
 		if _, ok := tinySizes[c.name]; !ok && c.summary != "" {
 			t.Errorf("command %q has no tinySizes", c.name)
 		}
+	}
+}
+
+// needGHZ skips the test when ghz, which the api command runs, is not in
+// PATH.
+func needGHZ(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("ghz"); err != nil {
+		t.Skip("ghz is not in PATH (go install github.com/bojand/ghz/cmd/ghz@v0.121.0)")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ var clusterScenarios = []string{"registrations", "transitions", "watch", "probes
 type clusterConfig struct {
 	probedBin, etcdBin string
 	etcdEndpoint       string // endpoints of an etcd to use instead of starting one
+	etcdMembers        int    // members of the etcd the benchmark starts
 	only               []string
 
 	leaseTTL       time.Duration   // of the replicas of every measurement but failover
@@ -38,12 +40,14 @@ type clusterConfig struct {
 	probePeriod    time.Duration
 	warmup         time.Duration
 	duration       time.Duration // of each measured window
+	cpuProfile     string        // prefix of the processes' CPU profiles; "" for none
 }
 
 func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.probedBin, "probed-bin", "", "probed binary to run (default: cmd/probed of this repository, built into a temporary directory)")
 	fs.StringVar(&c.etcdBin, "etcd-bin", "", "etcd binary to run (default: go build "+etcdPackage+" into a temporary directory)")
 	fs.StringVar(&c.etcdEndpoint, "etcd-endpoints", "", "endpoints of a running etcd to use instead of starting one, as probed --etcd-endpoints takes them (its CPU is then not reported)")
+	fs.IntVar(&c.etcdMembers, "etcd-members", 1, "members of the etcd cluster the benchmark starts (each on its own loopback ports; etcd's CPU is theirs together)")
 	fs.Func("only", "comma-separated measurements to run (default all: "+strings.Join(clusterScenarios, ",")+")", func(s string) error {
 		c.only = strings.Split(s, ",")
 		for _, o := range c.only {
@@ -80,12 +84,13 @@ func (c *clusterConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.probePeriod, "probe-period", 200*time.Millisecond, "probe period of the probes/s measurement")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warm-up before a measured window")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured window of the transitions, Watch delay and probes/s measurements")
+	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "save a CPU profile of each probed over the measured window of the probes and transitions measurements to this file, with the measurement, the setup and the replica inserted before the extension (runs probed with --pprof)")
 }
 
 func (c *clusterConfig) validate() error {
-	for _, n := range []int{c.kills, c.failTargets, c.flapTargets, c.registrations, c.workers, c.watchTargets, c.probeTargets} {
+	for _, n := range []int{c.etcdMembers, c.kills, c.failTargets, c.flapTargets, c.registrations, c.workers, c.watchTargets, c.probeTargets} {
 		if n < 1 {
-			return fmt.Errorf("--kills, --*-targets, --registrations and --workers must be positive")
+			return fmt.Errorf("--etcd-members, --kills, --*-targets, --registrations and --workers must be positive")
 		}
 	}
 	for _, p := range []time.Duration{c.failPeriod, c.flapPeriod, c.watchPeriod, c.probePeriod} {
@@ -128,13 +133,40 @@ func (e *clusterEnv) next(name string) (prefix, dir string) {
 func (e *clusterEnv) clusterOptions(name string, ttl, minPeriod time.Duration) clusterOptions {
 	prefix, dir := e.next(name)
 	return clusterOptions{bin: e.cfg.probedBin, dir: dir, endpoint: e.etcd.endpoint, prefix: prefix, leaseTTL: ttl, minPeriod: minPeriod,
-		settle: time.Second} // measurements other than failover start from a balanced cluster sooner
+		settle: time.Second, // measurements other than failover start from a balanced cluster sooner
+		pprof:  e.cfg.cpuProfile != ""}
 }
 
 // single starts a single-node probed (bbolt store).
 func (e *clusterEnv) single(ctx context.Context, name string, minPeriod time.Duration) (*probedProc, error) {
 	_, dir := e.next(name)
-	return startProbed(ctx, probedOptions{bin: e.cfg.probedBin, dataDir: dir, minPeriod: minPeriod, extra: []string{"--max-targets=0"}}, e.stderr)
+	extra := []string{"--max-targets=0"}
+	if e.cfg.cpuProfile != "" {
+		extra = append(extra, "--pprof")
+	}
+	return startProbed(ctx, probedOptions{bin: e.cfg.probedBin, dataDir: dir, minPeriod: minPeriod, extra: extra}, e.stderr)
+}
+
+// profileWindow, with --cpu-profile, starts a CPU profile of d of each
+// process of s (measurement what), and returns the function that waits
+// for them.
+func (e *clusterEnv) profileWindow(ctx context.Context, what string, s *setup, d time.Duration) func() error {
+	if e.cfg.cpuProfile == "" {
+		return func() error { return nil }
+	}
+	errs := make(chan error, len(s.procs))
+	for i, p := range s.procs {
+		name := strings.NewReplacer(" ", "", ",", "-").Replace(s.name)
+		path := numberedPath(e.cfg.cpuProfile, i, "-"+what+"-"+name)
+		go func() { errs <- p.saveCPUProfile(ctx, path, d) }()
+	}
+	return func() error {
+		var all []error
+		for range s.procs {
+			all = append(all, <-errs)
+		}
+		return errors.Join(all...)
+	}
 }
 
 func (e *clusterEnv) logf(format string, args ...any) {
@@ -164,7 +196,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if cfg.etcdBin, err = etcdBinary(ctx, cfg.etcdBin, dir, stderr); err != nil {
 			return err
 		}
-		if env.etcd, err = startEtcd(ctx, cfg.etcdBin, dir, stderr); err != nil {
+		if env.etcd, err = startEtcd(ctx, cfg.etcdBin, dir, cfg.etcdMembers, stderr); err != nil {
 			return err
 		}
 		defer func() { _ = env.etcd.stop() }()

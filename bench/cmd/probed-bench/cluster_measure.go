@@ -131,7 +131,7 @@ func measureRegistrations(ctx context.Context, e *clusterEnv, r *clusterReport) 
 // the benchmark itself (which serves the targets).
 type cpuMeter struct {
 	procs []*probedProc
-	etcd  int
+	etcd  []int // the pids of etcd's members
 }
 
 type cpuSample struct {
@@ -149,10 +149,12 @@ func (m cpuMeter) sample() (cpuSample, error) {
 			return s, err
 		}
 	}
-	if m.etcd != 0 {
-		if s.etcd, err = procs.CPU(m.etcd); err != nil {
+	for _, pid := range m.etcd {
+		cpu, err := procs.CPU(pid)
+		if err != nil {
 			return s, err
 		}
+		s.etcd += cpu
 	}
 	u, err := ReadUsage()
 	s.bench = u.CPU()
@@ -231,7 +233,7 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 	if err := sleep(ctx, e.cfg.warmup); err != nil {
 		return transitionResult{}, err
 	}
-	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pid()}
+	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pids()}
 	st0, err := storeCounters(ctx, s.procs)
 	if err != nil {
 		return transitionResult{}, err
@@ -241,11 +243,15 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 	if err != nil {
 		return transitionResult{}, err
 	}
+	profiled := e.profileWindow(ctx, "transitions", s, e.cfg.duration)
 	if err := sleep(ctx, e.cfg.duration); err != nil {
 		return transitionResult{}, err
 	}
 	c1, err := meter.sample()
 	if err != nil {
+		return transitionResult{}, err
+	}
+	if err := profiled(); err != nil {
 		return transitionResult{}, err
 	}
 	ev1 := events.Load()
@@ -345,7 +351,7 @@ func (e *clusterEnv) probeRate(ctx context.Context, name string) (probeRateResul
 	} else {
 		owned[""] = n
 	}
-	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pid()}
+	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pids()}
 	c0, err := meter.sample()
 	if err != nil {
 		return probeRateResult{}, err
@@ -354,10 +360,14 @@ func (e *clusterEnv) probeRate(ctx context.Context, name string) (probeRateResul
 	errs := make([]error, len(s.procs))
 	var wg sync.WaitGroup
 	wcfg := e2eConfig{duration: e.cfg.duration, period: period}
+	profiled := e.profileWindow(ctx, "probes", s, e.cfg.duration)
 	for i, p := range s.procs {
 		wg.Go(func() { windows[i], errs[i] = p.measureWindow(ctx, wcfg, owned[s.ids[i]]) })
 	}
 	wg.Wait()
+	if err := profiled(); err != nil {
+		return probeRateResult{}, err
+	}
 	c1, err := meter.sample()
 	if err != nil {
 		return probeRateResult{}, err

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedproc"
 	"github.com/probed/probed/internal/procs"
 )
 
@@ -18,11 +20,12 @@ import (
 // version probed's go.mod pins (as make cluster does).
 const etcdPackage = "go.etcd.io/etcd/server/v3"
 
-// etcdProc is an etcd server running as a child process: one member,
-// fsync on (etcd's defaults), data in a temporary directory.
+// etcdProc is an etcd cluster running as child processes: one or more
+// members on loopback, fsync on (etcd's defaults), data in a temporary
+// directory.
 type etcdProc struct {
-	child    *procs.Child // nil for an etcd the benchmark did not start
-	endpoint string       // host:port of its client URL
+	children []*procs.Child // none for an etcd the benchmark did not start
+	endpoint string         // host:port of each member's client URL, comma-separated
 }
 
 // etcdBinary returns bin, or when it is empty an etcd built into dir.
@@ -40,44 +43,57 @@ func etcdBinary(ctx context.Context, bin, dir string, stderr io.Writer) (string,
 	return bin, nil
 }
 
-// startEtcd starts bin on free loopback ports with its data in dir and
-// waits until it reports healthy.
-func startEtcd(ctx context.Context, bin, dir string, stderr io.Writer) (*etcdProc, error) {
-	client, err := freeLoopbackAddr()
-	if err != nil {
-		return nil, err
+// startEtcd starts a cluster of members processes of bin on free loopback
+// ports, with their data in dir, and waits until every member reports
+// healthy.
+func startEtcd(ctx context.Context, bin, dir string, members int, stderr io.Writer) (*etcdProc, error) {
+	clients := make([]string, members)
+	peers := make([]string, members)
+	var initial []string
+	for i := range members {
+		var err error
+		if clients[i], err = probedproc.FreeAddr(); err != nil {
+			return nil, err
+		}
+		if peers[i], err = probedproc.FreeAddr(); err != nil {
+			return nil, err
+		}
+		initial = append(initial, fmt.Sprintf("bench%d=http://%s", i, peers[i]))
 	}
-	peer, err := freeLoopbackAddr()
-	if err != nil {
-		return nil, err
-	}
-	e := &etcdProc{endpoint: client}
-	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls=http://"+client, "--advertise-client-urls=http://"+client,
-		"--listen-peer-urls=http://"+peer, "--initial-advertise-peer-urls=http://"+peer,
-		"--initial-cluster=bench=http://"+peer, "--log-level=error")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if e.child, err = procs.Start(cmd); err != nil {
-		return nil, err
+	e := &etcdProc{endpoint: strings.Join(clients, ",")}
+	for i := range members {
+		name := fmt.Sprintf("bench%d", i)
+		cmd := exec.Command(bin, "--name="+name, "--data-dir="+filepath.Join(dir, "etcd-"+name),
+			"--listen-client-urls=http://"+clients[i], "--advertise-client-urls=http://"+clients[i],
+			"--listen-peer-urls=http://"+peers[i], "--initial-advertise-peer-urls=http://"+peers[i],
+			"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new", "--log-level=error")
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		c, err := procs.Start(cmd)
+		if err != nil {
+			_ = e.stop()
+			return nil, err
+		}
+		e.children = append(e.children, c)
 	}
 	limit := time.Now().Add(30 * time.Second)
-	for {
-		if healthy(ctx, "http://"+client+"/health") {
-			return e, nil
-		}
-		if time.Now().After(limit) {
-			_ = e.stop()
-			return nil, errors.New("etcd not healthy within 30s")
-		}
-		select {
-		case <-e.child.Exited():
-			return nil, fmt.Errorf("etcd exited at start: %w", e.child.Err())
-		case <-ctx.Done():
-			_ = e.stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+	for i, client := range clients {
+		for !healthy(ctx, "http://"+client+"/health") {
+			if time.Now().After(limit) {
+				_ = e.stop()
+				return nil, fmt.Errorf("etcd member %d not healthy within 30s", i)
+			}
+			select {
+			case <-e.children[i].Exited():
+				_ = e.stop()
+				return nil, fmt.Errorf("etcd member %d exited at start: %w", i, e.children[i].Err())
+			case <-ctx.Done():
+				_ = e.stop()
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
+	return e, nil
 }
 
 // healthy reports whether url answers 200.
@@ -96,24 +112,25 @@ func healthy(ctx context.Context, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// pid returns the process id of etcd, 0 when the benchmark uses an etcd
-// it did not start.
-func (e *etcdProc) pid() int {
-	if e.child == nil {
-		return 0
+// pids returns the process ids of etcd's members, none when the benchmark
+// uses an etcd it did not start.
+func (e *etcdProc) pids() []int {
+	var out []int
+	for _, c := range e.children {
+		out = append(out, c.Pid())
 	}
-	return e.child.Pid()
+	return out
 }
 
-// stop ends etcd (SIGTERM, then SIGKILL after 10s).
+// stop ends etcd's members (SIGTERM, then SIGKILL after 10s).
 func (e *etcdProc) stop() error {
-	if e.child == nil {
-		return nil
+	var errs []error
+	for _, c := range e.children {
+		if err := c.Stop(10 * time.Second); errors.Is(err, procs.ErrKilled) {
+			errs = append(errs, err)
+		}
 	}
-	if err := e.child.Stop(10 * time.Second); errors.Is(err, procs.ErrKilled) {
-		return err
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // probedCluster is N probed replicas over one etcd, under a key prefix
@@ -133,6 +150,7 @@ type clusterOptions struct {
 	leaseTTL  time.Duration
 	settle    time.Duration // 0: probed's default, 2 × leaseTTL
 	minPeriod time.Duration
+	pprof     bool // run the replicas with --pprof
 }
 
 // startCluster starts n replicas, r1…rn, one after the other, and waits
@@ -144,6 +162,9 @@ func startCluster(ctx context.Context, o clusterOptions, n int, stderr io.Writer
 	}}}
 	if o.settle > 0 {
 		c.opts.extra = append(c.opts.extra, "--settle="+o.settle.String())
+	}
+	if o.pprof {
+		c.opts.extra = append(c.opts.extra, "--pprof")
 	}
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("r%d", i+1))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/probedproc"
 	probev1 "github.com/probed/probed/proto/probe/v1"
 )
 
@@ -255,7 +256,7 @@ func measureColdStarts(ctx context.Context, cfg coldConfig, c *client.Client, st
 // pod after delay (plus a random fraction of the period, so that the
 // start falls anywhere on the probe grid), and waits for the ready event.
 func coldStart(ctx context.Context, c *client.Client, w *readyWatcher, name string, period, delay time.Duration) (detect, start time.Duration, err error) {
-	addr, err := freeLoopbackAddr()
+	addr, err := probedproc.FreeAddr()
 	if err != nil {
 		return 0, 0, err
 	}

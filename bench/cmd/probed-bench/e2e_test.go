@@ -135,6 +135,12 @@ func TestTinyRuns(t *testing.T) {
 				"list.pages", "restart_seconds", "restarted.goroutines"},
 		},
 		{
+			name: "api",
+			args: []string{"api", "--targets=200", "--duration=2s", "--together", "--json", "--probed-bin=" + bin + "," + bin,
+				"--cpu-profile=" + filepath.Join(svgDir, "cpu.pb.gz")},
+			wantKeys: []string{"concurrency", "duration_ms", "runs"},
+		},
+		{
 			name:     "restart",
 			args:     []string{"restart", "--targets=6", "--period=200ms", "--rounds=2", "--json", "--probed-bin=" + bin + "," + bin},
 			wantKeys: []string{"targets", "data_bytes", "runs", "load_average"},
@@ -148,6 +154,9 @@ func TestTinyRuns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "api" {
+				needGHZ(t)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var stdout, stderr bytes.Buffer

@@ -13,6 +13,7 @@
 //	coldstart   readiness detection latency, pod start to ready event at a Watch client
 //	scale       a real probed holding N targets: registrations/s, RSS, goroutines, restart, list
 //	restart     restart to serving on copies of one data set, several binaries alternated
+//	api         a real probed's CPU per GetTarget, ListTargets page and CreateTarget, called by ghz
 //	cluster     probed replicas over etcd: failover, transitions/s, registrations/s, Watch delay, probes/s
 package main
 
@@ -45,6 +46,7 @@ var commands = []command{
 	{name: "coldstart", summary: "readiness detection latency: pod start -> ready event at a Watch client", run: runColdStart},
 	{name: "scale", summary: "a real probed holding N targets: registrations/s, RSS and goroutines per target, restart, list", run: runScale},
 	{name: "restart", summary: "restart to serving of a real probed on a copy of one data set, binaries alternated", run: runRestart},
+	{name: "api", summary: "the API's cost per call: a real probed's CPU per GetTarget, ListTargets page and CreateTarget under ghz", run: runAPI},
 	{name: "cluster", summary: "probed replicas over etcd: failover, transitions/s, registrations/s, Watch delay, probes/s vs one process", run: runCluster},
 	{name: e2eTargetsCommand, run: runE2ETargets},
 	{name: e2eFloorCommand, run: runE2EFloor},

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -40,7 +37,7 @@ func probedBinary(ctx context.Context, command, bin, dir string, stderr io.Write
 // probedProc is a probed server running as a child process, with a
 // client of it.
 type probedProc struct {
-	*procs.Child
+	*probedproc.Process
 	addr        string
 	metricsAddr string // "" when this build has no --metrics-addr
 	client      *client.Client
@@ -66,7 +63,7 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeLoopbackAddr()
+	addr, err := probedproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +73,7 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 	}
 	p := &probedProc{addr: addr}
 	if known["metrics-addr"] {
-		if p.metricsAddr, err = freeLoopbackAddr(); err != nil {
+		if p.metricsAddr, err = probedproc.FreeAddr(); err != nil {
 			return nil, err
 		}
 		args = append(args, "--metrics-addr="+p.metricsAddr)
@@ -91,10 +88,8 @@ func startProbed(ctx context.Context, opts probedOptions, stderr io.Writer) (*pr
 		args = append(args, "--max-watchers-per-client=0")
 	}
 	args = append(args, opts.extra...)
-	cmd := exec.Command(opts.bin, args...)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
 	started := time.Now()
-	if p.Child, err = procs.Start(cmd); err != nil {
+	if p.Process, err = probedproc.Start(opts.bin, args, probedproc.Options{Output: stderr}); err != nil {
 		return nil, err
 	}
 	// Reconnect every few ms while the server is not listening yet, so
@@ -185,33 +180,21 @@ func (p *probedProc) get(ctx context.Context, path string) ([]byte, error) {
 	return b, nil
 }
 
-// stop ends the server gracefully (SIGTERM), killing it after 10s, and
-// closes the client.
+// stopGrace is how long stop lets probed end gracefully: at 100,000
+// targets on a loaded machine its shutdown (every probe stopped, the
+// store flushed and closed) took more than 10 s.
+const stopGrace = time.Minute
+
+// stop ends the server gracefully (SIGTERM), killing it after stopGrace,
+// and closes the client.
 func (p *probedProc) stop() error {
 	if p.client != nil {
 		_ = p.client.Close()
 	}
-	if err := p.Stop(10 * time.Second); err != nil {
+	if err := p.Stop(stopGrace); err != nil {
 		return fmt.Errorf("probed: %w", err)
 	}
 	return nil
-}
-
-// freeLoopbackAddr returns a 127.0.0.1 address with a port nobody
-// listens on at the moment, for a server started a little later. The port
-// is below Linux's ephemeral range (32768-60999), so that no outgoing
-// connection takes it in the meantime.
-func freeLoopbackAddr() (string, error) {
-	var err error
-	for range 100 {
-		var lis net.Listener
-		lis, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := lis.Addr().String()
-			return addr, lis.Close()
-		}
-	}
-	return "", fmt.Errorf("no free port from 20000 to 31999: %w", err)
 }
 
 // tempDir makes a temporary directory for one benchmark run.
@@ -231,6 +214,24 @@ func childRun(ctx context.Context, command string, bin *string, stderr io.Writer
 		cleanup()
 		return "", nil, nil, err
 	}
+	return dir, w, cleanup, nil
+}
+
+// childRunBins is childRun for a command comparing binaries: the first
+// of bins is built when it is missing (one built binary when bins is
+// empty).
+func childRunBins(ctx context.Context, command string, bins *[]string, stderr io.Writer) (dir string, w io.Writer, cleanup func(), err error) {
+	first := ""
+	if len(*bins) > 0 {
+		first = (*bins)[0]
+	}
+	if dir, w, cleanup, err = childRun(ctx, command, &first, stderr); err != nil {
+		return "", nil, nil, err
+	}
+	if len(*bins) == 0 {
+		*bins = []string{first}
+	}
+	(*bins)[0] = first
 	return dir, w, cleanup, nil
 }
 

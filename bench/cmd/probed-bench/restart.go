@@ -83,19 +83,11 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseConfig(fs, args, &cfg); err != nil {
 		return err
 	}
-	first := ""
-	if len(cfg.bins) > 0 {
-		first = cfg.bins[0]
-	}
-	dir, stderr, cleanup, err := childRun(ctx, "restart", &first, stderr)
+	dir, stderr, cleanup, err := childRunBins(ctx, "restart", &cfg.bins, stderr)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if len(cfg.bins) == 0 {
-		cfg.bins = []string{first}
-	}
-	cfg.bins[0] = first
 	r := restartReport{Targets: cfg.targets, PeriodMs: ms(cfg.period)}
 	r.LoadAverage[0] = loadAverage()
 	made := filepath.Join(dir, "data")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 const (
 	metricGoroutines = "go_goroutines"
 	metricHeapInuse  = "go_memstats_heap_inuse_bytes"
+	metricHeapAlloc  = "go_memstats_alloc_bytes"
 	metricStackInuse = "go_memstats_stack_inuse_bytes"
 	metricInflight   = "probed_probes_inflight"
 )
@@ -53,7 +55,7 @@ func (c *scaleConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.svg, "svg", "", "write a plot of RSS and goroutines against targets (SVG) to this file")
 	fs.StringVar(&c.compare, "compare", "", "a JSON report of an earlier run (the last line of --json); each figure is printed beside it")
 	fs.StringVar(&c.replot, "replot", "", "run nothing: write the --svg plot of an earlier run's JSON (as --compare reads it)")
-	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each fresh probed (before the restart) to this file, with the number of targets inserted before the extension, and its /metrics beside it (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
+	fs.StringVar(&c.heapProfile, "heap-profile", "", "save a heap profile of each probed at the end of its window to this file, with the number of targets inserted before the extension (and -restarted after it for the probed restarted), and its /metrics beside it, and report the live heap after that collection (needs a probed with --pprof; GODEBUG=memprofilerate=4096 samples finer)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent CreateTarget calls while registering")
 	fs.Float64Var(&c.shares.http, "http", 0.5, "share of the targets probed over HTTP (the others over TCP, unless --grpc or --exec)")
 	fs.Float64Var(&c.shares.keepAlive, "keep-alive", 0.5, "share of the HTTP targets that keep their connection alive (probed's default; the others set disableKeepAlive)")
@@ -265,6 +267,9 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	if r.Fresh, err = p.measureState(ctx, cfg, r); err != nil {
 		return scaleReport{}, err
 	}
+	if err := p.profileHeap(ctx, cfg, numberedPath(cfg.heapProfile, n, ""), &r.Fresh, stderr); err != nil {
+		return scaleReport{}, err
+	}
 	if r.List, err = listEvery(ctx, p.client); err != nil {
 		return scaleReport{}, err
 	}
@@ -272,13 +277,6 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 		return scaleReport{}, fmt.Errorf("ListTargets returned %d targets over %d pages, want %d", r.List.Targets, r.List.Pages, n)
 	}
 	fmt.Fprintf(stderr, "scale: listed %d targets in %d pages in %.2fs\n", n, r.List.Pages, r.List.Seconds)
-	if cfg.heapProfile != "" {
-		path := numberedPath(cfg.heapProfile, n)
-		if err := p.saveHeapProfile(ctx, path); err != nil {
-			return scaleReport{}, err
-		}
-		fmt.Fprintf(stderr, "scale: heap profile in %s\n", path)
-	}
 
 	start = time.Now()
 	err = p.stop()
@@ -293,6 +291,9 @@ func measureScale(ctx context.Context, cfg scaleConfig, dataDir string, n int, p
 	r.RestartSeconds = p.startup.Seconds()
 	fmt.Fprintf(stderr, "scale: restarted, serving after %.2fs\n", r.RestartSeconds)
 	if r.Restarted, err = p.measureState(ctx, cfg, r); err != nil {
+		return scaleReport{}, err
+	}
+	if err := p.profileHeap(ctx, cfg, numberedPath(cfg.heapProfile, n, "-restarted"), &r.Restarted, stderr); err != nil {
 		return scaleReport{}, err
 	}
 	r.LoadAverage[1] = loadAverage()
@@ -371,6 +372,29 @@ func listEvery(ctx context.Context, c *client.Client) (scaleList, error) {
 	return l, nil
 }
 
+// profileHeap, with --heap-profile, saves the server's heap profile to
+// path and records the live heap after its collection in s.
+func (p *probedProc) profileHeap(ctx context.Context, cfg scaleConfig, path string, s *scaleState, stderr io.Writer) error {
+	if cfg.heapProfile == "" {
+		return nil
+	}
+	if err := p.saveHeapProfile(ctx, path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "scale: heap profile in %s\n", path)
+	b, err := os.ReadFile(path + ".metrics")
+	if err != nil {
+		return err
+	}
+	ss, err := parsePromText(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	v, _ := promSum(ss, metricHeapAlloc)
+	s.LiveHeapBytes = int64(v)
+	return nil
+}
+
 // saveHeapProfile saves the server's heap profile (after a collection) to
 // path, and its metrics of the same moment (go_memstats_*: where the RSS
 // that is not heap goes) to path + ".metrics".
@@ -388,13 +412,13 @@ func (p *probedProc) saveHeapProfile(ctx context.Context, path string) error {
 	return os.WriteFile(path+".metrics", b, 0o600)
 }
 
-// numberedPath inserts n before the extension of path: heap.pb.gz, 1000
-// -> heap-1000.pb.gz.
-func numberedPath(path string, n int) string {
+// numberedPath inserts n and suffix before the extension of path:
+// heap.pb.gz, 1000, "-restarted" -> heap-1000-restarted.pb.gz.
+func numberedPath(path string, n int, suffix string) string {
 	dir, base := filepath.Split(path)
 	name, ext, _ := strings.Cut(base, ".")
 	if ext != "" {
 		ext = "." + ext
 	}
-	return filepath.Join(dir, fmt.Sprintf("%s-%d%s", name, n, ext))
+	return filepath.Join(dir, fmt.Sprintf("%s-%d%s%s", name, n, suffix, ext))
 }

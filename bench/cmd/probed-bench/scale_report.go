@@ -18,10 +18,13 @@ type scaleState struct {
 	// RSSAnonBytes and RSSFileBytes split RSSBytes: anonymous memory (heap,
 	// stacks) and mapped files (the binary, and the pages of the bbolt
 	// file that probed has touched, which the kernel may drop).
-	RSSAnonBytes    int64 `json:"rss_anon_bytes"`
-	RSSFileBytes    int64 `json:"rss_file_bytes"`
-	PeakRSSBytes    int64 `json:"peak_rss_bytes"` // over the process's life
-	HeapInuseBytes  int64 `json:"heap_inuse_bytes"`
+	RSSAnonBytes   int64 `json:"rss_anon_bytes"`
+	RSSFileBytes   int64 `json:"rss_file_bytes"`
+	PeakRSSBytes   int64 `json:"peak_rss_bytes"` // over the process's life
+	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
+	// LiveHeapBytes is the heap allocated after a collection (with
+	// --heap-profile, which forces one after the window; 0 without).
+	LiveHeapBytes   int64 `json:"live_heap_bytes,omitempty"`
 	StackInuseBytes int64 `json:"stack_inuse_bytes"`
 	Goroutines      int   `json:"goroutines"`
 	// GoroutinesAboveEmpty is Goroutines less the empty server's at its
@@ -116,6 +119,7 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"  mapped files MiB", func(r scaleReport) float64 { return mib(r.Fresh.RSSFileBytes) }, 1},
 		{"peak RSS MiB", func(r scaleReport) float64 { return mib(r.Fresh.PeakRSSBytes) }, 1},
 		{"heap in use MiB", func(r scaleReport) float64 { return mib(r.Fresh.HeapInuseBytes) }, 1},
+		{"live heap B per target", func(r scaleReport) float64 { return float64(r.Fresh.LiveHeapBytes) / float64(r.Targets) }, 0},
 		{"stacks MiB", func(r scaleReport) float64 { return mib(r.Fresh.StackInuseBytes) }, 1},
 		{"goroutines", func(r scaleReport) float64 { return float64(r.Fresh.Goroutines) }, 0},
 		{"  above the empty server's", func(r scaleReport) float64 { return float64(r.Fresh.GoroutinesAboveEmpty) }, 0},
@@ -130,6 +134,9 @@ func printScaleTable(w io.Writer, cfg scaleConfig, r scaleReport, before *scaleR
 		{"after restart: RSS MiB", func(r scaleReport) float64 { return mib(r.Restarted.RSSBytes) }, 1},
 		{"after restart: KiB per target", func(r scaleReport) float64 { return kib(r.Restarted.RSSBytesPerTarget) }, 2},
 		{"after restart: mapped files MiB", func(r scaleReport) float64 { return mib(r.Restarted.RSSFileBytes) }, 1},
+		{"after restart: peak RSS MiB", func(r scaleReport) float64 { return mib(r.Restarted.PeakRSSBytes) }, 1},
+		{"after restart: heap in use MiB", func(r scaleReport) float64 { return mib(r.Restarted.HeapInuseBytes) }, 1},
+		{"after restart: live heap B per target", func(r scaleReport) float64 { return float64(r.Restarted.LiveHeapBytes) / float64(r.Targets) }, 0},
 		{"after restart: goroutines", func(r scaleReport) float64 { return float64(r.Restarted.Goroutines) }, 0},
 		{"  above the empty server's", func(r scaleReport) float64 { return float64(r.Restarted.GoroutinesAboveEmpty) }, 0},
 		{"after restart: probes/s", func(r scaleReport) float64 { return r.Restarted.ProbesPerSecond }, 0},

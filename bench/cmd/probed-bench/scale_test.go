@@ -5,15 +5,20 @@ import (
 )
 
 func TestNumberedPath(t *testing.T) {
-	tests := map[string]string{
-		"heap.pb.gz":     "heap-1000.pb.gz",
-		"/tmp/d/heap":    "/tmp/d/heap-1000",
-		"dir.x/heap.out": "dir.x/heap-1000.out",
+	tests := []struct {
+		name, path, suffix, want string
+	}{
+		{"extension", "heap.pb.gz", "", "heap-1000.pb.gz"},
+		{"no extension", "/tmp/d/heap", "", "/tmp/d/heap-1000"},
+		{"dot in the directory", "dir.x/heap.out", "", "dir.x/heap-1000.out"},
+		{"suffix", "heap.pb.gz", "-restarted", "heap-1000-restarted.pb.gz"},
 	}
-	for in, want := range tests {
-		if got := numberedPath(in, 1000); got != want {
-			t.Errorf("numberedPath(%q) = %q, want %q", in, got, want)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := numberedPath(tt.path, 1000, tt.suffix); got != tt.want {
+				t.Errorf("numberedPath(%q, 1000, %q) = %q, want %q", tt.path, tt.suffix, got, tt.want)
+			}
+		})
 	}
 }
 

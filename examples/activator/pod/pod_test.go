@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/probed/probed/examples/activator/pod"
+	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -60,10 +61,10 @@ func TestFlap(t *testing.T) {
 		}
 	})
 	var first time.Time
-	for first.IsZero() {
-		time.Sleep(5 * time.Millisecond)
+	poll.Until(t, "the pod listening", 10*time.Second, func() bool {
 		first = p.Stats().Listening
-	}
+		return !first.IsZero()
+	})
 	probe := func() int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/healthz", nil)
 		req.Header.Set(pod.ProbeHeader, pod.ProbeQueue)
@@ -75,7 +76,9 @@ func TestFlap(t *testing.T) {
 		return resp.StatusCode
 	}
 	// Sample well inside each half period so scheduling noise cannot
-	// move a sample across a boundary.
+	// move a sample across a boundary. The pod flaps on the real clock (a
+	// program with no clock to inject, as make demo runs it) and says
+	// nothing when it flips: the sleeps are the schedule being tested.
 	for _, c := range []struct {
 		at   time.Duration
 		want int

@@ -2,8 +2,9 @@
 // Kubernetes: it registers a probed target for each pod that lists the
 // readiness gate probed.io/ready and holds its probes in the annotation
 // probed.io/probes, and writes what probed says into the pod's condition
-// probed.io/ready, which kubelet folds into the pod's Ready. Run
-// `probed-kube --help`.
+// probed.io/ready, which kubelet folds into the pod's Ready. It also serves
+// the admission webhook that adds the gate to new pods (--webhook-addr).
+// Run `probed-kube --help`.
 package main
 
 import (
@@ -12,29 +13,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/probed/probed/client"
+	"github.com/probed/probed/internal/buildinfo"
 	"github.com/probed/probed/kube/gate"
 )
 
+// version is set by the build: -ldflags "-X main.version=...".
+var version string
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -46,9 +43,14 @@ type options struct {
 	qps                                        float32
 	burst                                      int
 	owner, namespace                           string
+	namespaceSelector, podSelector             string
 	healthAddr                                 string
 	workers                                    int
-	resync                                     time.Duration
+	resync, minInterval                        time.Duration
+	logLevel, logFormat                        string
+	showVersion                                bool
+
+	webhookAddr, webhookCertFile, webhookKeyFile string
 
 	leaderElect                               bool
 	leaseNamespace, leaseName, identity       string
@@ -68,19 +70,28 @@ func flags(errOut io.Writer) (*pflag.FlagSet, *options) {
 	if leaseNS == "" {
 		leaseNS = "default"
 	}
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.addr, "addr", addr, "probed's gRPC address, or a comma-separated list of a cluster's replicas (env PROBED_ADDR)")
 	fs.StringVar(&o.caFile, "ca", "", "PEM file of the CA certificates that verify probed's certificate (enables TLS)")
 	fs.StringVar(&o.certFile, "cert", "", "PEM file of the client certificate, for mutual TLS (with --key)")
 	fs.StringVar(&o.keyFile, "key", "", "PEM file of the client certificate's key")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding a bearer token sent with every call to probed")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; the in-cluster configuration when empty")
-	fs.Float32Var(&o.qps, "kube-api-qps", 200, "requests per second to the Kubernetes API server")
-	fs.IntVar(&o.burst, "kube-api-burst", 400, "burst of requests to the Kubernetes API server")
-	fs.StringVar(&o.owner, "owner", "probed-kube", "name of the controller's set of targets in probed (one per cluster sharing a probed)")
+	fs.Float32Var(&o.qps, "kube-api-qps", 200, "requests per second to the Kubernetes API server (condition patches, Events, the Lease), client-side")
+	fs.IntVar(&o.burst, "kube-api-burst", 400, "burst of requests to the Kubernetes API server, client-side")
+	fs.StringVar(&o.owner, "owner", gate.DefaultOwner, "name of the controller's targets in probed (one per cluster sharing a probed)")
 	fs.StringVar(&o.namespace, "namespace", "", "watch the pods of this namespace only (all when empty)")
+	fs.StringVar(&o.namespaceSelector, "namespace-selector", "", "watch the pods of the namespaces whose labels match this label selector only (e.g. 'team in (a,b)'; needs list/watch on namespaces)")
+	fs.StringVar(&o.podSelector, "pod-selector", "", "watch the pods whose labels match this label selector only (filtered by the API server)")
 	fs.StringVar(&o.healthAddr, "health-addr", "0.0.0.0:8081", "address of /healthz, /readyz and /metrics (empty: off)")
-	fs.IntVar(&o.workers, "workers", 8, "condition patches in flight (at most one per pod)")
-	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "apply the whole target set again this often even when no pod changed")
+	fs.IntVar(&o.workers, "workers", gate.DefaultWorkers, "condition patches in flight (at most one per pod)")
+	fs.DurationVar(&o.resync, "resync", gate.DefaultResync, "apply every namespace's targets again this often even when no pod changed")
+	fs.DurationVar(&o.minInterval, "condition-min-interval", gate.DefaultMinInterval, "least time between two writes of one pod's condition: a flip after a quiet interval is written at once, a pod flipping faster at most once per interval with its latest state")
+	fs.StringVar(&o.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (client-go's own logs included)")
+	fs.StringVar(&o.webhookAddr, "webhook-addr", "", "address of the admission webhook that adds the readiness gate (path "+webhookPath+", HTTPS; empty: off); every replica serves it")
+	fs.StringVar(&o.webhookCertFile, "webhook-cert-file", "", "PEM certificate of the webhook, read again when it changes")
+	fs.StringVar(&o.webhookKeyFile, "webhook-key-file", "", "PEM key of the webhook's certificate, read again when it changes")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", leaseNS, "namespace of the Lease (env POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "probed-kube", "name of the Lease")
@@ -91,8 +102,13 @@ func flags(errOut io.Writer) (*pflag.FlagSet, *options) {
 	return fs, o
 }
 
+// versionLine is what --version prints.
+func versionLine() string {
+	return "probed-kube " + buildinfo.Version(version) + " " + buildinfo.GoVersion()
+}
+
 // run runs probed-kube with args and returns its exit status.
-func run(ctx context.Context, args []string, errOut io.Writer) int {
+func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs, o := flags(errOut)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -101,116 +117,68 @@ func run(ctx context.Context, args []string, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "probed-kube: %v\nRun 'probed-kube --help' for usage.\n", err)
 		return 2
 	}
+	if o.showVersion {
+		fmt.Fprintln(out, versionLine())
+		return 0
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(errOut, "probed-kube: unexpected arguments %v\n", fs.Args())
 		return 2
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(errOut, nil)))
-	if err := serve(ctx, o); err != nil {
+	scope, err := o.scope()
+	if err != nil {
+		fmt.Fprintf(errOut, "probed-kube: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(errOut, o.logLevel, o.logFormat)
+	if err != nil {
+		fmt.Fprintf(errOut, "probed-kube: %v\n", err)
+		return 2
+	}
+	slog.SetDefault(log)
+	// client-go logs through klog: into the same logger, in one format.
+	routeKlog(log)
+	log.Info("probed-kube starting", "version", buildinfo.Version(version), "identity", o.identity)
+	if err := serve(ctx, o, scope, log); err != nil {
+		log.Error("probed-kube stopped", "err", err)
 		fmt.Fprintf(errOut, "probed-kube: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, o *options) error {
-	cfg, err := kubeConfig(o.kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = o.qps, o.burst
-	cfg.UserAgent = "probed-kube"
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	var copts []client.Option
-	if o.caFile != "" {
-		copts = append(copts, client.WithTLS(o.caFile))
-	}
-	if o.certFile != "" || o.keyFile != "" {
-		copts = append(copts, client.WithClientCert(o.certFile, o.keyFile))
-	}
-	if o.tokenFile != "" {
-		copts = append(copts, client.WithTokenFile(o.tokenFile))
-	}
-	pc, err := client.Dial(ctx, o.addr, copts...)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = pc.Close() }()
-
-	reg := prometheus.NewRegistry()
-	metrics := gate.NewMetrics(reg)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if o.healthAddr != "" {
-		lis, err := net.Listen("tcp", o.healthAddr)
+// scope reads --namespace, --namespace-selector and --pod-selector.
+func (o *options) scope() (gate.Scope, error) {
+	s := gate.Scope{Namespace: o.namespace}
+	if o.namespaceSelector != "" {
+		sel, err := labels.Parse(o.namespaceSelector)
 		if err != nil {
-			return fmt.Errorf("health: %w", err)
+			return s, fmt.Errorf("--namespace-selector: %w", err)
 		}
-		srv := &http.Server{Handler: healthHandler(reg, metrics), ReadHeaderTimeout: 5 * time.Second}
-		wg.Go(func() { _ = srv.Serve(lis) })
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			_ = srv.Shutdown(sctx)
-		})
+		s.NamespaceSelector = sel
 	}
-	controller := func(ctx context.Context) error {
-		return gate.New(kube, gate.NewProber(pc), gate.Options{
-			Owner: o.owner, Namespace: o.namespace, Resync: o.resync, Workers: o.workers, Metrics: metrics,
-		}).Run(ctx)
+	if o.podSelector != "" {
+		sel, err := labels.Parse(o.podSelector)
+		if err != nil {
+			return s, fmt.Errorf("--pod-selector: %w", err)
+		}
+		s.PodSelector = sel
 	}
-	if !o.leaderElect {
-		metrics.SetLeader(true)
-		return controller(ctx)
-	}
-	return gate.RunElected(ctx, kube, gate.Election{
-		Namespace: o.leaseNamespace, Name: o.leaseName, Identity: o.identity,
-		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-		OnLeading: func(leading bool) {
-			metrics.SetLeader(leading)
-			slog.Info("leader election", "identity", o.identity, "leading", leading)
-		},
-	}, controller)
+	return s, nil
 }
 
-func kubeConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-		}
-		return cfg, nil
+// newLogger returns the process's logger: text or JSON on w, from level.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	return clientcmd.BuildConfigFromFlags("", path)
-}
-
-// healthHandler serves /healthz (the process runs), /readyz (probed's
-// watch is connected, or this replica is not leading) and /metrics.
-func healthHandler(reg *prometheus.Registry, m *gate.Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, since, err := m.Connected()
-		if !m.Leading() || ok {
-			_, _ = io.WriteString(w, "ok\n")
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		msg := "probed unreachable"
-		if !since.IsZero() {
-			msg += " since " + since.UTC().Format(time.RFC3339)
-		}
-		if err != nil {
-			msg += ": " + strings.TrimSpace(err.Error())
-		}
-		_, _ = io.WriteString(w, msg+" (pods keep their last conditions)\n")
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return mux
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

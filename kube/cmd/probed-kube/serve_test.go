@@ -70,7 +70,7 @@ func TestServe(t *testing.T) {
 			"--kubeconfig", kubeconfig, "--addr", probed.Addr, "--namespace", ns,
 			"--lease-namespace", ns, "--identity", "test", "--health-addr", healthAddr,
 			"--retry-period", "100ms", "--renew-deadline", "1s", "--lease-duration", "2s",
-		}, out)
+		}, out, out)
 	}()
 
 	pod := &corev1.Pod{

@@ -82,10 +82,31 @@ type process struct {
 	err  error // set before done is closed
 }
 
+// DefaultControllers are the kube-controller-manager controllers Start
+// runs: EndpointSlices and Endpoints follow pods' Ready, and PodDisruption
+// Budgets' status is kept (evictions consult it).
+var DefaultControllers = []string{"endpointslice-controller", "endpoints-controller", "disruption-controller"}
+
+// Options change what StartWith runs.
+type Options struct {
+	// Controllers are kube-controller-manager's (its --controllers);
+	// empty: DefaultControllers.
+	Controllers []string
+}
+
 // Start starts etcd, kube-apiserver and kube-controller-manager from the
 // binaries in bin, with their data and logs under dir, and returns once
 // the API server is ready. On error nothing is left running.
-func Start(ctx context.Context, bin, dir string) (_ *Plane, err error) {
+func Start(ctx context.Context, bin, dir string) (*Plane, error) {
+	return StartWith(ctx, bin, dir, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, bin, dir string, opts Options) (_ *Plane, err error) {
+	controllers := opts.Controllers
+	if len(controllers) == 0 {
+		controllers = DefaultControllers
+	}
 	p := &Plane{Dir: dir}
 	defer func() {
 		if err != nil {
@@ -154,7 +175,7 @@ func Start(ctx context.Context, bin, dir string) (_ *Plane, err error) {
 	}
 	if err := p.start(bin, "kube-controller-manager",
 		"--kubeconfig="+kubeconfig,
-		"--controllers=endpointslice-controller,endpoints-controller",
+		"--controllers="+strings.Join(controllers, ","),
 		"--use-service-account-credentials=false", "--leader-elect=false", "--secure-port=0",
 		"--kube-api-qps=1000", "--kube-api-burst=2000",
 	); err != nil {
@@ -215,6 +236,15 @@ func (p *Plane) Stop() {
 		}
 	}
 	p.procs = nil
+}
+
+// Pids returns the process id of each running process, by name.
+func (p *Plane) Pids() map[string]int {
+	pids := map[string]int{}
+	for _, pr := range p.procs {
+		pids[pr.name] = pr.cmd.Process.Pid
+	}
+	return pids
 }
 
 // Logs returns the last n lines of each process's log.

@@ -22,19 +22,18 @@ package kubetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/probed/probed/internal/ciskip"
 
 	"github.com/probed/probed/kube/internal/controlplane"
+	"github.com/probed/probed/kube/internal/netns"
 )
 
 // PodCIDR is the range of pod IPs on the namespace's loopback interface.
@@ -60,11 +59,30 @@ var (
 	skipMsg string // why the tests skip, when shared is nil
 )
 
+// Option tunes Main.
+type Option func(*mainOptions)
+
+type mainOptions struct {
+	leaks  bool
+	ignore []goleak.Option
+}
+
+// WithLeakCheck makes Main fail the binary when goroutines the tests
+// started outlive them (goleak, after every test passed), but for those
+// running before the first test (the control plane's) and ignore.
+func WithLeakCheck(ignore ...goleak.Option) Option {
+	return func(o *mainOptions) { o.leaks, o.ignore = true, ignore }
+}
+
 // Main runs the tests: it re-executes the test binary inside a new network
 // namespace (unshare -n, with -r when not root), where it starts the
 // control plane once for every test and stops it at the end. It returns
 // the exit code.
-func Main(m *testing.M) int {
+func Main(m *testing.M, opts ...Option) int {
+	var o mainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	required := ciskip.Required(envRequire)
 	skip := func(msg string) int {
 		if required {
@@ -79,14 +97,14 @@ func Main(m *testing.M) int {
 	if len(missing) > 0 {
 		return skip(fmt.Sprintf("%v missing in %s (build them with `make kube-bins`, or set PROBED_KUBE_BIN)", missing, bin))
 	}
-	if os.Getenv(envInside) != "1" {
-		code, err := reexec()
+	if !netns.Inside(envInside) {
+		code, err := netns.Reexec(envInside)
 		if err != nil {
 			return skip(err.Error())
 		}
 		return code
 	}
-	if err := setUpLoopback(); err != nil {
+	if err := netns.SetUpLoopback(PodCIDR); err != nil {
 		return skip(err.Error())
 	}
 	dir, err := os.MkdirTemp("", "kubetest-")
@@ -110,9 +128,16 @@ func Main(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "kubetest: control plane %s ready in %v at %s\n", controlplane.Version, time.Since(start).Round(time.Millisecond), plane.URL)
 	shared = &Env{Plane: plane, Admin: admin}
+	leakOpts := append(o.ignore, goleak.IgnoreCurrent())
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, plane.Logs(30))
+	}
+	if code == 0 && o.leaks {
+		if err := goleak.Find(leakOpts...); err != nil {
+			fmt.Fprintf(os.Stderr, "kubetest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
 	}
 	return code
 }
@@ -128,47 +153,6 @@ func Get(t testing.TB) *Env {
 		ciskip.Missing(t, envRequire, "no Kubernetes control plane: "+skipMsg)
 	}
 	return shared
-}
-
-// reexec runs the test binary again, with the same arguments, inside a new
-// network namespace, and returns its exit code. An error means namespaces
-// are not allowed here.
-func reexec() (int, error) {
-	args := []string{"-n"}
-	if os.Geteuid() != 0 {
-		args = append(args, "-r") // map the user to root in a new user namespace
-	}
-	if out, err := exec.Command("unshare", append(args, "true")...).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("network namespaces are not allowed here (unshare %s true: %w: %s)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command("unshare", append(append(args, "--", self), os.Args[1:]...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), envInside+"=1")
-	err = cmd.Run()
-	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
-		return exit.ExitCode(), nil
-	}
-	if err != nil {
-		return 1, fmt.Errorf("run the tests in a network namespace: %w", err)
-	}
-	return 0, nil
-}
-
-// setUpLoopback brings the namespace's loopback up with PodCIDR on it.
-func setUpLoopback() error {
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", PodCIDR, "dev", "lo"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
 }
 
 // PodIP returns the i-th pod address of PodCIDR (i from 0 to 64,000).

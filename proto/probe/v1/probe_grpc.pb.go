@@ -91,8 +91,23 @@ type ProbeServiceClient interface {
 	// most one owner: a desired name held by another owner, or created by
 	// CreateTarget, is reported in conflicts and left alone, never taken
 	// over. A plain DeleteTarget of an owned target is allowed (the next
-	// ApplyTargets recreates it). The events of one call are a contiguous
-	// run in Watch (no other event between them).
+	// ApplyTargets recreates it).
+	//
+	// On a single probed (bbolt) the call is atomic: its changes are one
+	// transaction, so after any crash the set is the old list or the new
+	// one, and its events are a contiguous run in Watch (no other event
+	// between them). In cluster mode (etcd) neither holds: the call is
+	// many etcd transactions, and its events may interleave with others'.
+	// There the promise is convergence: every create and update is written
+	// before the first prune (the set is never pruned before the whole
+	// desired list is present), the desired list is recorded in etcd
+	// before the first write, and an apply cut short by the death of its
+	// replica (or its lost lease) is finished by another replica, which
+	// takes it over within a third of the lease TTL after that replica's
+	// lease expired, as the same caller. A set's applies run one at a time
+	// in the cluster (a second waits for the first); a recorded apply runs
+	// to its end even if the caller goes away. Code ABORTED: the replica
+	// lost the apply to another (its lease expired); call again.
 	ApplyTargets(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ApplyTargetsRequest, ApplyTargetsResponse], error)
 }
 
@@ -276,8 +291,23 @@ type ProbeServiceServer interface {
 	// most one owner: a desired name held by another owner, or created by
 	// CreateTarget, is reported in conflicts and left alone, never taken
 	// over. A plain DeleteTarget of an owned target is allowed (the next
-	// ApplyTargets recreates it). The events of one call are a contiguous
-	// run in Watch (no other event between them).
+	// ApplyTargets recreates it).
+	//
+	// On a single probed (bbolt) the call is atomic: its changes are one
+	// transaction, so after any crash the set is the old list or the new
+	// one, and its events are a contiguous run in Watch (no other event
+	// between them). In cluster mode (etcd) neither holds: the call is
+	// many etcd transactions, and its events may interleave with others'.
+	// There the promise is convergence: every create and update is written
+	// before the first prune (the set is never pruned before the whole
+	// desired list is present), the desired list is recorded in etcd
+	// before the first write, and an apply cut short by the death of its
+	// replica (or its lost lease) is finished by another replica, which
+	// takes it over within a third of the lease TTL after that replica's
+	// lease expired, as the same caller. A set's applies run one at a time
+	// in the cluster (a second waits for the first); a recorded apply runs
+	// to its end even if the caller goes away. Code ABORTED: the replica
+	// lost the apply to another (its lease expired); call again.
 	ApplyTargets(grpc.ClientStreamingServer[ApplyTargetsRequest, ApplyTargetsResponse]) error
 	mustEmbedUnimplementedProbeServiceServer()
 }
