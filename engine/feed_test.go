@@ -49,3 +49,46 @@ func TestAbandonedWaitsLeaveNothing(t *testing.T) {
 		})
 	}
 }
+
+// A watcher's batch holds whole publishes: events a publish has queued
+// are not taken until it ends, so a consumer never sees part of one
+// delivery (a deleted target's readiness FAILURE without its
+// TERMINATING).
+func TestAWatcherTakesWholePublishes(t *testing.T) {
+	f := newFeed(16, 1<<20)
+	w, err := f.watch(WatchOptions{Since: 1}, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := w.Next(ctx); err == nil {
+		t.Fatal("Next of a new watcher returned events: want it to wait")
+	}
+	events := []Event{
+		{Name: "a", Kind: KindTransition, Revision: 1},
+		{Name: "a", Kind: KindTerminating, Revision: 2},
+	}
+	f.mu.Lock()
+	for i := range events {
+		if !f.pushLocked(w, &events[i], 10) {
+			t.Fatalf("push of event %d refused", i)
+		}
+		w.mu.Lock()
+		b, ok := w.takeLocked()
+		w.mu.Unlock()
+		if ok {
+			t.Fatalf("took %d events while the publish was at event %d", len(b.Events), i)
+		}
+	}
+	f.advanceLocked(w, 2)
+	f.mu.Unlock()
+	b, err := w.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Events) != 2 || b.Revision != 2 {
+		t.Fatalf("batch of %d events at %d, want both at 2", len(b.Events), b.Revision)
+	}
+}

@@ -70,9 +70,14 @@ type Watcher struct {
 	spareRecs []*record
 	epoch     uint64 // f.epoch when it was created: a reload since ends it
 
-	mu         sync.Mutex // guards the fields below
-	synced     bool       // receives pushes; also in f.synced
-	queue      []Event
+	mu     sync.Mutex // guards the fields below
+	synced bool       // receives pushes; also in f.synced
+	queue  []Event
+	// partial: a publish is queueing its events; Next waits for its end,
+	// so a batch never holds part of one delivery (a deleted target's
+	// readiness FAILURE without its TERMINATING: an xDS consumer would
+	// send UNHEALTHY before DRAINING).
+	partial    bool
 	queueBytes int    // estimated bytes of queue, counted in f.queued
 	heldBytes  int    // estimated bytes of filter, counted in f.queued until the watcher ends
 	rev        uint64 // everything up to rev was queued, returned or filtered out
@@ -232,11 +237,8 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 	}
 	for {
 		w.mu.Lock()
-		if len(w.queue) > 0 {
-			b := Batch{Events: w.queue, Revision: w.rev}
-			w.queue, w.spare = w.spare[:0], w.queue
-			w.dropQueueBytesLocked()
-			w.lastSent = b.Events[len(b.Events)-1].Revision
+		b, ok := w.takeLocked()
+		if ok {
 			w.mu.Unlock()
 			return b, nil
 		}
@@ -252,6 +254,20 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 			return Batch{}, ctx.Err()
 		}
 	}
+}
+
+// takeLocked takes the queued events as a batch, if there are any and
+// no publish is still adding to them (every batch holds whole
+// deliveries); w.mu held.
+func (w *Watcher) takeLocked() (Batch, bool) {
+	if len(w.queue) == 0 || w.partial {
+		return Batch{}, false
+	}
+	b := Batch{Events: w.queue, Revision: w.rev}
+	w.queue, w.spare = w.spare[:0], w.queue
+	w.dropQueueBytesLocked()
+	w.lastSent = b.Events[len(b.Events)-1].Revision
+	return b, true
 }
 
 func (w *Watcher) nextSnapshot() Batch {
@@ -361,8 +377,7 @@ func (f *feed) pushLocked(w *Watcher, ev *Event, size int) bool {
 	if ev.Revision < w.from || !w.filter.match(ev) {
 		return true
 	}
-	// Everything up to ev is now queued or filtered: a batch taken while
-	// publishing continues must not report an older revision.
+	// Everything up to ev is now queued or filtered.
 	w.rev = max(w.rev, ev.Revision)
 	switch limit := f.watcherBytes; {
 	case len(w.queue) >= w.max:
@@ -375,7 +390,8 @@ func (f *feed) pushLocked(w *Watcher, ev *Event, size int) bool {
 	w.queue = append(w.queue, *ev)
 	w.queueBytes += size
 	f.queued.Add(int64(size))
-	w.signal()
+	// Next is woken when the publish ends (advanceLocked), not per event.
+	w.partial = true
 	return true
 }
 
@@ -421,11 +437,16 @@ func (w *Watcher) pendingBytes() int {
 	return w.queueBytes + w.heldBytes
 }
 
-// advanceLocked records that w has seen everything up to rev; f.mu held
+// advanceLocked records that w has seen everything up to rev, and ends
+// the publish that queued its events (Next may take them now); f.mu held
 // (w.mu is taken).
 func (f *feed) advanceLocked(w *Watcher, rev uint64) {
 	w.mu.Lock()
 	w.rev = max(w.rev, rev)
+	if w.partial {
+		w.partial = false
+		w.signal()
+	}
 	w.mu.Unlock()
 }
 
