@@ -3,7 +3,6 @@ package replica_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,10 +88,11 @@ type releaseRace struct {
 	mu       sync.Mutex
 	name     string // the target; "" until armed
 	shardKey string
+	member   string // the releasing member's ID (its shard keys' value)
 	joiner   string // the newcomer's member key
 	deferred []func()
 	holding  bool
-	released bool          // the member's Release returned
+	released bool          // the member's Release returned since the test armed the race
 	joined   chan struct{} // closed when the newcomer's join was held
 	applied  chan struct{} // closed when the create was delivered, after the release
 	err      error
@@ -153,12 +153,16 @@ func (r *releaseRace) hold(d engine.Delivery, deliver func()) {
 	for _, observe := range deferred {
 		observe()
 	}
+	// The key leaves the member once the release deletes it; the
+	// newcomer may claim it at once (it follows etcd unheld), so "not
+	// the member's" is the test, not "absent": a poll can miss the
+	// moment between the delete and the claim.
 	err := poll.Wait("the release to delete "+r.shardKey, 30*time.Second, func() bool {
 		r.mu.Lock()
 		released := r.released
 		r.mu.Unlock()
 		resp, err := r.cli.Get(r.cli.Ctx(), r.shardKey)
-		return released && err == nil && len(resp.Kvs) == 0
+		return released && err == nil && (len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != r.member)
 	})
 	r.mu.Lock()
 	r.err = err
@@ -175,14 +179,6 @@ func (r *releaseRace) hold(d engine.Delivery, deliver func()) {
 // passed over the target, not owned yet, and the target was then owned
 // for good — a steady target probed by two replicas). See releaseRace.
 func TestTargetCreatedDuringAReleaseHasOneOwner(t *testing.T) {
-	if os.Getenv("PROBED_RUN_QUARANTINED") == "" {
-		// Known flake, to be fixed first (docs/decisions.md, "Issue 33
-		// landed"): about 1 run in 12 under -race the release does not
-		// delete the shard key within 30 s while the test holds the
-		// member's follow. Quarantined so that it cannot block CI while
-		// it is open; PROBED_RUN_QUARANTINED=1 runs it.
-		t.Skip("quarantined known flake (PROBED_RUN_QUARANTINED=1 runs it): the release stalls while the test holds the follow, ~1 in 12 under -race")
-	}
 	etcd := etcdtest.Start(t)
 	const prefix = "/probed/"
 	ctx := t.Context()
@@ -224,6 +220,8 @@ func TestTargetCreatedDuringAReleaseHasOneOwner(t *testing.T) {
 	race.name = name
 	race.shardKey = fmt.Sprintf("%sshards/%04d", prefix, a.b.Cluster().ShardOf(name))
 	race.joiner = prefix + "members/b"
+	race.member = "a"
+	race.released = false // a released to b before, when b first joined
 	race.mu.Unlock()
 
 	b2 := startMember(t, etcd, prefix, "b")
