@@ -140,8 +140,9 @@ const idleWaiters = 3
 
 // quiesce waits until everything the last clock move started is finished:
 // the wheel has dispatched what was due and parked again, no cancelled run
-// is still ending, and every probe still running is one hanging in a
-// backend (waiting for its timeout on the fake clock).
+// is still ending, every probe still running is one hanging in a backend
+// (waiting for its timeout on the fake clock), and (over the harness's own
+// store) every transition submitted is written and published.
 func (h *harness) quiesce() {
 	h.t.Helper()
 	poll.UntilMet(h.t, "the engine to settle", 10*time.Second, func() string {
@@ -153,6 +154,19 @@ func (h *harness) quiesce() {
 			err := h.clock.BlockUntilContext(ctx, idleWaiters)
 			cancel()
 			if st = h.eng.Stats(); err == nil && st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
+				// A run that ended has submitted its transition; it is
+				// visible (Get, events) once written and published. Over
+				// a store with faults the test holds writes on purpose
+				// and waits for them itself.
+				if h.opts.Store != engine.Store(h.store) {
+					return ""
+				}
+				fctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := h.eng.Flush(fctx)
+				cancel()
+				if err != nil {
+					return "the committer to publish what was submitted: " + err.Error()
+				}
 				return ""
 			}
 		}
