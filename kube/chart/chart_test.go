@@ -21,7 +21,7 @@ import (
 	"github.com/probed/probed/kube/internal/release"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, kubetest.WithHelm())) }
 
 const (
 	chartDir  = release.ChartDir

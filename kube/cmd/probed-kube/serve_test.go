@@ -23,7 +23,7 @@ import (
 	"github.com/probed/probed/kube/podtarget"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, kubetest.WithHelm())) }
 
 // TestServe runs probed-kube as its command line does, against the real
 // control plane and a real probed: a pod that opts in turns ready.

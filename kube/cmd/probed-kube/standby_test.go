@@ -132,9 +132,14 @@ func TestStandbyServesWebhookAndCache(t *testing.T) {
 	}
 	// One log format: every line JSON, client-go's included (its leader
 	// election logs through klog).
-	if !strings.Contains(out.String(), "Attempting to acquire leader lease") {
-		t.Errorf("client-go's klog lines are not in probed-kube's log:\n%s", out.String())
-	}
+	// (The elector logs it from its own goroutine: it may come after the
+	// cache synced and the webhook answered.)
+	poll.UntilMet(t, "client-go's klog lines in probed-kube's log", 30*time.Second, func() string {
+		if strings.Contains(out.String(), "Attempting to acquire leader lease") {
+			return ""
+		}
+		return "not in:\n" + out.String()
+	})
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("a log line is not JSON: %s", line)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/probed/probed/kube/internal/controlplane"
 	"github.com/probed/probed/kube/internal/netns"
+	"github.com/probed/probed/kube/internal/release"
 )
 
 // PodCIDR is the range of pod IPs on the namespace's loopback interface.
@@ -65,6 +66,15 @@ type Option func(*mainOptions)
 type mainOptions struct {
 	leaks  bool
 	ignore []goleak.Option
+	helm   bool
+}
+
+// WithHelm makes Main resolve the pinned helm (release.HelmBinary)
+// before it enters the network namespace, where the go command cannot
+// reach the module proxy to build it on a machine that never did, and
+// hand its path to the tests (release.HelmEnv).
+func WithHelm() Option {
+	return func(o *mainOptions) { o.helm = true }
 }
 
 // WithLeakCheck makes Main fail the binary when goroutines the tests
@@ -72,6 +82,17 @@ type mainOptions struct {
 // running before the first test (the control plane's) and ignore.
 func WithLeakCheck(ignore ...goleak.Option) Option {
 	return func(o *mainOptions) { o.leaks, o.ignore = true, ignore }
+}
+
+// resolveHelm returns the path of the pinned helm, built if it must be.
+func resolveHelm() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root, err := release.Root(ctx)
+	if err != nil {
+		return "", err
+	}
+	return release.HelmBinary(ctx, root)
 }
 
 // Main runs the tests: it re-executes the test binary inside a new network
@@ -98,6 +119,17 @@ func Main(m *testing.M, opts ...Option) int {
 		return skip(fmt.Sprintf("%v missing in %s (build them with `make kube-bins`, or set PROBED_KUBE_BIN)", missing, bin))
 	}
 	if !netns.Inside(envInside) {
+		if o.helm && os.Getenv(release.HelmEnv) == "" {
+			helm, err := resolveHelm()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kubetest:", err)
+				return 1
+			}
+			if err := os.Setenv(release.HelmEnv, helm); err != nil {
+				fmt.Fprintln(os.Stderr, "kubetest:", err)
+				return 1
+			}
+		}
 		code, err := netns.Reexec(envInside)
 		if err != nil {
 			return skip(err.Error())

@@ -44,7 +44,7 @@ func Root(ctx context.Context) (string, error) {
 // Helm runs the pinned helm in root with args and returns its standard
 // output; an error carries its standard error.
 func Helm(ctx context.Context, root string, args ...string) ([]byte, error) {
-	bin, err := helmBinary(ctx, root)
+	bin, err := HelmBinary(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -59,21 +59,34 @@ func Helm(ctx context.Context, root string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// HelmEnv names the environment variable that, when set, is the path of
+// the pinned helm: kubetest sets it for tests that run inside a network
+// namespace, where the go command cannot reach the module proxy.
+const HelmEnv = "PROBED_HELM"
+
 // helmBinaries are the paths of the pinned helm, by repository root:
 // `go tool` builds it once into the build cache, and asking it for the
 // path once saves its staleness check of helm's many packages on every
 // call (seconds each on a loaded machine).
 var helmBinaries sync.Map
 
-func helmBinary(ctx context.Context, root string) (string, error) {
+// HelmBinary returns the path of the helm pinned in root's
+// kube/tools/go.mod (HelmEnv's value when set), building it into the
+// build cache the first time (minutes, with the module proxy).
+func HelmBinary(ctx context.Context, root string) (string, error) {
+	if p := os.Getenv(HelmEnv); p != "" {
+		return p, nil
+	}
 	if p, ok := helmBinaries.Load(root); ok {
 		return p.(string), nil
 	}
 	cmd := exec.CommandContext(ctx, "go", "tool", "-modfile="+filepath.Join(root, "kube", "tools", "go.mod"), "-n", "helm")
 	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building helm (go tool -modfile=kube/tools/go.mod -n helm): %w", err)
+		return "", fmt.Errorf("building helm (go tool -modfile=kube/tools/go.mod -n helm): %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	p := strings.TrimSpace(string(out))
 	helmBinaries.Store(root, p)
