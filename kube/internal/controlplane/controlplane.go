@@ -173,16 +173,25 @@ func StartWith(ctx context.Context, bin, dir string, opts Options) (_ *Plane, er
 	if err := os.WriteFile(kubeconfig, []byte(p.kubeconfig(Admin)), 0o600); err != nil {
 		return nil, err
 	}
-	if err := p.start(bin, "kube-controller-manager",
-		"--kubeconfig="+kubeconfig,
-		"--controllers="+strings.Join(controllers, ","),
+	kcm := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + strings.Join(controllers, ","),
 		"--use-service-account-credentials=false", "--leader-elect=false", "--secure-port=0",
 		"--kube-api-qps=1000", "--kube-api-burst=2000",
-	); err != nil {
+	}
+	// More flags for a benchmark that compares kube-controller-manager's
+	// settings (its defaults otherwise, as a platform team's cluster has).
+	kcm = append(kcm, strings.Fields(os.Getenv(ControllerManagerFlagsEnv))...)
+	if err := p.start(bin, "kube-controller-manager", kcm...); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
+
+// ControllerManagerFlagsEnv names the environment variable whose
+// space-separated flags are added to kube-controller-manager's (for
+// benchmarks, e.g. --endpointslice-updates-batch-period=100ms).
+const ControllerManagerFlagsEnv = "PROBED_KUBE_KCM_FLAGS"
 
 // Config returns a client configuration of the API server as user (Admin,
 // Controller or Nobody), with a QPS high enough for tests with thousands
