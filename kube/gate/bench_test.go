@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -459,6 +460,9 @@ func TestRollout(t *testing.T) {
 
 func sortStrings(s []string) { sort.Strings(s) }
 
+// podAddr matches a pod's address in a probe's message (grouped as one).
+var podAddr = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:`)
+
 // slowProbes: a TCP connection every 10 s (many pods: probed's own load
 // stays small beside the controller's).
 const slowProbes = `{"readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "initialPeriodSeconds": 0, "initialPeriodMilliseconds": 100}}`
@@ -519,8 +523,25 @@ func TestTenThousandPods(t *testing.T) {
 
 	p := f.startProcess("--namespace-selector", "probed.io/test="+f.ns)
 	started := time.Now()
+	said := started
 	poll.UntilMet(t, "every pod True", 10*time.Minute, func() string {
 		if got := f.countTrue(namespaces); got < n {
+			if time.Since(said) >= 30*time.Second {
+				said = time.Now()
+				t.Logf("%d of %d pods True %v after the controller started; controller: %.0f targets, %.0f applies, %.0f patches (%.0f errors), %.0f watch events, connected %.0f; probed: %+v",
+					got, n, time.Since(started).Round(time.Second), p.metric("probed_kube_targets"), p.metric("probed_kube_applies_total"),
+					p.metric("probed_kube_condition_patches_total"), p.metric("probed_kube_condition_patch_errors_total"),
+					p.metric("probed_kube_watch_events_total"), p.metric("probed_kube_probed_connected"), f.probed.Engine.Stats())
+				if targets, err := f.pc.ListAll(t.Context(), map[string]string{podtarget.LabelOwner: "ctl-" + f.ns}); err == nil {
+					why := map[string]int{}
+					for _, tg := range targets {
+						if r := tg.GetStatus().GetReadiness(); !tg.GetStatus().GetReady() {
+							why[r.GetResult().String()+": "+podAddr.ReplaceAllString(r.GetLastMessage(), "POD:")]++
+						}
+					}
+					t.Logf("not ready in probed, by result and message: %v", why)
+				}
+			}
 			time.Sleep(time.Second) // a list of 10,000 pods is ~50 MB: poll slowly
 			return fmt.Sprintf("%d of %d pods True", got, n)
 		}
