@@ -97,12 +97,14 @@ func (s *Server) limitPruning(ctx context.Context, set *engine.ApplySet) {
 var errAccessChanged = errors.New("the authorization policy changed what this caller may read")
 
 // watchPolicy cancels ctx with errAccessChanged when the policy changes
-// what the caller of ctx may do (etcd checks a watch only when it is
-// created; a stream here follows the policy). It returns when ctx is
-// done.
-func (s *Server) watchPolicy(ctx context.Context, cancel context.CancelCauseFunc) {
+// what the caller of ctx may do from grants, what it was granted when its
+// stream was authorized (etcd checks a watch only when it is created; a
+// stream here follows the policy). grants is taken by the caller, before
+// the stream sends anything: taken here, a reload between the stream's
+// start and this goroutine's first step would go unseen, and the stream
+// would go on under access it no longer has. It returns when ctx is done.
+func (s *Server) watchPolicy(ctx context.Context, cancel context.CancelCauseFunc, grants string) {
 	a, id := s.opts.Authorizer, engine.ClientFrom(ctx)
-	grants := a.Grants(id)
 	for {
 		changed := a.Changed()
 		if a.Grants(id) != grants {

@@ -33,12 +33,13 @@ func (s *Server) Watch(req *probev1.WatchRequest, stream probev1.ProbeService_Wa
 		// A change of what the caller may read ends the stream with
 		// PermissionDenied; the client watches again, from the revision
 		// it reached, under the new policy.
+		grants := s.opts.Authorizer.Grants(engine.ClientFrom(ctx))
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel(nil) // before the wait: it ends the goroutine
-		wg.Go(func() { s.watchPolicy(ctx, cancel) })
+		wg.Go(func() { s.watchPolicy(ctx, cancel, grants) })
 	}
 	w, err := s.engine.Watch(ctx, opts)
 	if err != nil {

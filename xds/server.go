@@ -189,7 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.opts.Authorizer != nil {
-		wg.Go(func() { s.followPolicy(ctx) })
+		changed := s.opts.Authorizer.Changed() // before any view is built from the policy
+		wg.Go(func() { s.followPolicy(ctx, changed) })
 	}
 	if s.opts.EndpointStaleAfter > 0 {
 		wg.Go(func() { s.refresh(ctx) })
@@ -276,15 +277,20 @@ func (md *model) position() (uint64, bool) {
 	return md.rev, md.loaded
 }
 
-// followPolicy evaluates every watch again when the policy changes.
-func (s *Server) followPolicy(ctx context.Context) {
+// followPolicy evaluates every watch again when the policy changes,
+// from changed, the policy's Changed channel taken before any view was
+// built. Each change's channel is taken again before the views are
+// dropped, so a change that lands while they are dropped or rebuilt is
+// not missed (the views it leaves are dropped once more).
+func (s *Server) followPolicy(ctx context.Context, changed <-chan struct{}) {
 	md := s.model
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.Authorizer.Changed():
+		case <-changed:
 		}
+		changed = s.opts.Authorizer.Changed()
 		md.mu.Lock()
 		md.policy++
 		for _, svc := range md.services {
