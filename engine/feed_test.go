@@ -92,3 +92,34 @@ func TestAWatcherTakesWholePublishes(t *testing.T) {
 		t.Fatalf("batch of %d events at %d, want both at 2", len(b.Events), b.Revision)
 	}
 }
+
+// A delivery of half the watcher's buffer or more is taken in parts as it
+// is queued (an apply of thousands of targets in one transaction), so its
+// size alone does not end the watcher as too slow.
+func TestAWatcherTakesALargeDeliveryInParts(t *testing.T) {
+	f := newFeed(16, 1<<20)
+	w, err := f.watch(WatchOptions{Since: 1}, 4, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := w.Next(ctx); err == nil {
+		t.Fatal("Next of a new watcher returned events: want it to wait")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock() // the publish never ends in this test
+	for i := range 2 {
+		ev := Event{Name: "a", Kind: KindTransition, Revision: uint64(i + 1)}
+		if !f.pushLocked(w, &ev, 10) {
+			t.Fatalf("push of event %d refused", i)
+		}
+	}
+	w.mu.Lock()
+	b, ok := w.takeLocked()
+	w.mu.Unlock()
+	if !ok || len(b.Events) != 2 {
+		t.Fatalf("took %d events (ok %v) of a publish that filled half the buffer of 4, want both", len(b.Events), ok)
+	}
+}

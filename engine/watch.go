@@ -76,7 +76,8 @@ type Watcher struct {
 	// partial: a publish is queueing its events; Next waits for its end,
 	// so a batch never holds part of one delivery (a deleted target's
 	// readiness FAILURE without its TERMINATING: an xDS consumer would
-	// send UNHEALTHY before DRAINING).
+	// send UNHEALTHY before DRAINING) unless the delivery fills half the
+	// buffer (takeLocked).
 	partial    bool
 	queueBytes int    // estimated bytes of queue, counted in f.queued
 	heldBytes  int    // estimated bytes of filter, counted in f.queued until the watcher ends
@@ -257,10 +258,13 @@ func (w *Watcher) Next(ctx context.Context) (Batch, error) {
 }
 
 // takeLocked takes the queued events as a batch, if there are any and
-// no publish is still adding to them (every batch holds whole
-// deliveries); w.mu held.
+// no publish is still adding to them (a batch holds whole deliveries), or
+// if they are half the watcher's buffer already: a delivery that large
+// (an apply of thousands of targets in one transaction) is taken in parts
+// as it is queued, so that it does not fail the watcher as too slow by
+// its size alone; w.mu held.
 func (w *Watcher) takeLocked() (Batch, bool) {
-	if len(w.queue) == 0 || w.partial {
+	if len(w.queue) == 0 || w.partial && len(w.queue) < w.partialLimit() {
 		return Batch{}, false
 	}
 	b := Batch{Events: w.queue, Revision: w.rev}
@@ -390,10 +394,18 @@ func (f *feed) pushLocked(w *Watcher, ev *Event, size int) bool {
 	w.queue = append(w.queue, *ev)
 	w.queueBytes += size
 	f.queued.Add(int64(size))
-	// Next is woken when the publish ends (advanceLocked), not per event.
+	// Next is woken when the publish ends (advanceLocked), or once the
+	// delivery is too large to wait for (takeLocked).
 	w.partial = true
+	if len(w.queue) == w.partialLimit() {
+		w.signal()
+	}
 	return true
 }
+
+// partialLimit is the number of queued events of an unfinished publish
+// that Next takes without waiting for its end: half the buffer.
+func (w *Watcher) partialLimit() int { return max(w.max/2, 1) }
 
 // failSlowLocked ends w as too slow, for having passed the bound exceeded
 // describes; f.mu held (w.mu is taken).
