@@ -7,33 +7,8 @@ import (
 
 	"github.com/probed/probed/engine"
 	"github.com/probed/probed/engine/target"
+	"github.com/probed/probed/store/storetest"
 )
-
-// forwarder forwards an apply's updates and prunes of another replica's
-// targets to that replica's engine, as the server does over gRPC
-// (engine.ApplyForwarder): one it cannot update (not owned there: the
-// shard is changing hands) is a conflict.
-type forwarder struct{ to *engine.Engine }
-
-func (f forwarder) Update(ctx context.Context, specs []*target.Spec) []engine.ApplyConflict {
-	var failed []engine.ApplyConflict
-	for _, s := range specs {
-		if _, err := f.to.Update(ctx, s); err != nil {
-			failed = append(failed, engine.ApplyConflict{Name: s.Name, Message: "not updated: " + err.Error()})
-		}
-	}
-	return failed
-}
-
-func (f forwarder) Delete(ctx context.Context, names []string) []string {
-	var deleted []string
-	for _, n := range names {
-		if _, err := f.to.Delete(ctx, n); err == nil {
-			deleted = append(deleted, n)
-		}
-	}
-	return deleted
-}
 
 // applied is the revision of each event of the harness's watch pending
 // now, by kind and name.
@@ -64,7 +39,7 @@ func TestApplyPrunesAfterEveryUpdate(t *testing.T) {
 	a, b, shared := replicas(t)
 	ctx := context.Background()
 	set := func(v string, names ...string) engine.ApplySet {
-		s := engine.ApplySet{Owner: "ns/set", Selector: map[string]string{"set": "x"}, Forward: forwarder{b.eng}}
+		s := engine.ApplySet{Owner: "ns/set", Selector: map[string]string{"set": "x"}, Forward: storetest.Forwarder{To: b.eng}}
 		for _, n := range names {
 			s.Targets = append(s.Targets, &target.Spec{Name: n, Labels: map[string]string{"set": "x", "v": v}})
 		}

@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/probed/probed/internal/etcdtest"
 	"github.com/probed/probed/internal/keyspace"
 	"github.com/probed/probed/store/etcd"
+	"github.com/probed/probed/store/storetest"
 )
 
 // createsTargets reports whether t writes a target's spec.
@@ -131,32 +131,6 @@ func TestInterruptedApplyResumed(t *testing.T) {
 	}
 }
 
-// forwarder forwards an apply's updates of another replica's targets to
-// that replica's engine, as the server does over gRPC
-// (engine.ApplyForwarder): one not owned there (its shard changing hands)
-// is a conflict.
-type forwarder struct{ to *engine.Engine }
-
-func (f forwarder) Update(ctx context.Context, specs []*target.Spec) []engine.ApplyConflict {
-	var failed []engine.ApplyConflict
-	for _, s := range specs {
-		if _, err := f.to.Update(ctx, s); err != nil {
-			failed = append(failed, engine.ApplyConflict{Name: s.Name, Message: "not updated: " + err.Error()})
-		}
-	}
-	return failed
-}
-
-func (f forwarder) Delete(ctx context.Context, names []string) []string {
-	var deleted []string
-	for _, n := range names {
-		if _, err := f.to.Delete(ctx, n); err == nil {
-			deleted = append(deleted, n)
-		}
-	}
-	return deleted
-}
-
 // TestApplyPrunesOnceTheListIsWhole: an apply over etcd whose update of
 // another replica's target cannot be written (the target's shard has no
 // owner: it changes hands, as after a replica's death) prunes nothing —
@@ -181,7 +155,7 @@ func TestApplyPrunesOnceTheListIsWhole(t *testing.T) {
 	b := startReplica(t, open(t, c.Client(t), optsB))
 	ctx := engine.WithClient(t.Context(), "alice")
 	set := func(v string, names ...string) engine.ApplySet {
-		s := engine.ApplySet{Owner: "ns/set", Selector: map[string]string{"set": "x"}, Forward: forwarder{b.eng}}
+		s := engine.ApplySet{Owner: "ns/set", Selector: map[string]string{"set": "x"}, Forward: storetest.Forwarder{To: b.eng}}
 		for _, n := range names {
 			s.Targets = append(s.Targets, &target.Spec{Name: n, Labels: map[string]string{"set": "x", "v": v}})
 		}
@@ -224,7 +198,7 @@ func TestApplyPrunesOnceTheListIsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced(put.Header.Revision)
-	res, err = a.eng.ResumeApply(t.Context(), "ns/set", func(set *engine.ApplySet, _ string) { set.Forward = forwarder{b.eng} })
+	res, err = a.eng.ResumeApply(t.Context(), "ns/set", func(set *engine.ApplySet, _ string) { set.Forward = storetest.Forwarder{To: b.eng} })
 	if err != nil || res == nil || !slices.Equal(res.Deleted, []string{gone}) || len(res.Conflicts) != 0 {
 		t.Fatalf("ResumeApply = %+v, %v; want %s deleted, no conflict", res, err, gone)
 	}
