@@ -21,6 +21,7 @@ help: ## Show this help.
 
 generate: ## Regenerate the Go code of proto/ with buf.
 	$(BUF) generate
+	$(BUF) generate --template buf.gen.vtproto.yaml
 
 checkgenerate: generate ## Fail if the committed generated code differs from a fresh generate.
 	@if [ -n "$$(git status --porcelain -- proto/)" ]; then \

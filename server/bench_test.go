@@ -25,8 +25,8 @@ import (
 // BenchmarkCalls measures what the server spends per call of GetTarget
 // (a random registered target), ListTargets (a page of 100 from the middle
 // of the registry) and CreateTarget (50 at a time, as ghz -c 50 calls):
-// the handler, the engine and the encoding of the response (proto.Marshal,
-// as gRPC's codec does), on a bbolt store, without the transport (which
+// the handler, the engine and the encoding of the response (its generated
+// MarshalVT, as the server's codec does), on a bbolt store, without the transport (which
 // `probed-bench api` measures with it). The registry holds 2,000 targets
 // (PROBED_API_TARGETS to change), each with one TCP readiness probe whose
 // initial delay outlasts the benchmark. Besides ns/op it reports
@@ -150,9 +150,14 @@ func benchTarget(i int) *probev1.Target {
 	}}
 }
 
-// encode encodes m as gRPC's codec does.
+// encode encodes m as the server's codec does: by its generated code
+// (every probe.v1 message has it).
 func encode(b *testing.B, m proto.Message) {
-	if _, err := proto.Marshal(m); err != nil {
+	g, ok := m.(interface{ MarshalVT() ([]byte, error) })
+	if !ok {
+		b.Fatalf("%T has no generated marshalling code", m)
+	}
+	if _, err := g.MarshalVT(); err != nil {
 		b.Fatal(err)
 	}
 }

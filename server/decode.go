@@ -21,7 +21,8 @@ import (
 // GRPCOptions are the server options the service needs besides its
 // registration: a request that does not decode (malformed wire data, a
 // string that is not UTF-8) is InvalidArgument, the client's fault, where
-// grpc-go reports Internal. Pass them after the authentication
+// grpc-go reports Internal; responses are encoded by generated code
+// (marshalCodec). Pass them after the authentication
 // interceptors, so that a caller without credentials is refused as such
 // first. They apply to every service of the server.
 //
@@ -47,7 +48,7 @@ func StreamWorkers() uint32 { return uint32(4 * runtime.GOMAXPROCS(0)) }
 // unknown field that marks a request that did not decode.
 const markerField protowire.Number = protowire.MaxValidNumber
 
-// decodeCheck is the proto codec, except that a request that does not
+// decodeCheck is marshalCodec, except that a request that does not
 // decode becomes an empty message marked with the error (an unknown field
 // holding a per-process random nonce, which no client can forge, and the
 // error), and the interceptors answer a marked request with
@@ -59,7 +60,7 @@ type decodeCheck struct {
 }
 
 func newDecodeCheck() *decodeCheck {
-	return &decodeCheck{CodecV2: encoding.GetCodecV2(protocodec.Name), nonce: []byte(rand.Text())}
+	return &decodeCheck{CodecV2: marshalCodec{encoding.GetCodecV2(protocodec.Name)}, nonce: []byte(rand.Text())}
 }
 
 // Name is the proto codec's: clients see no difference.
