@@ -173,5 +173,5 @@ func fromApplyResult(res *engine.ApplyResult) *probev1.ApplyTargetsResponse {
 
 // fromSpec is a spec as the API writes it (no status).
 func fromSpec(spec *target.Spec) *probev1.Target {
-	return fromTarget(&engine.Target{Spec: spec})
+	return fromTarget(nil, &engine.Target{Spec: spec})
 }

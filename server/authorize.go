@@ -69,7 +69,7 @@ func (s *Server) allowedAny(ctx context.Context, verb string) bool {
 // (whose HTTP headers may hold credentials) or of the probes' results.
 func (s *Server) shown(ctx context.Context, t *engine.Target) *probev1.Target {
 	if s.allowed(ctx, VerbRead, t.Spec.Name) {
-		return s.target(t)
+		return s.target(nil, t)
 	}
 	return &probev1.Target{Name: t.Spec.Name, Status: &probev1.TargetStatus{Revision: t.Status.Revision}}
 }

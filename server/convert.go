@@ -166,16 +166,17 @@ var (
 // the engine never modifies (the spec's label map) and the effective
 // timings of sharedEffectives: it is only to be encoded (gRPC, protojson),
 // never modified.
-func fromTarget(t *engine.Target) *probev1.Target {
+func fromTarget(a *arena, t *engine.Target) *probev1.Target {
 	s := t.Spec
-	out := &probev1.Target{
+	out := a.target()
+	*out = probev1.Target{
 		Name:                          s.Name,
 		Labels:                        s.Labels,
-		StartupProbe:                  fromProbe(s.StartupProbe),
-		LivenessProbe:                 fromProbe(s.LivenessProbe),
-		ReadinessProbe:                fromProbe(s.ReadinessProbe),
+		StartupProbe:                  fromProbe(a, s.StartupProbe),
+		LivenessProbe:                 fromProbe(a, s.LivenessProbe),
+		ReadinessProbe:                fromProbe(a, s.ReadinessProbe),
 		TerminationGracePeriodSeconds: copyPtr(s.TerminationGracePeriodSeconds),
-		Status:                        fromStatus(&t.Status, s),
+		Status:                        fromStatus(a, &t.Status, s),
 		Owner:                         t.Status.Owner,
 	}
 	if l := s.Lifecycle; l != nil {
@@ -190,11 +191,12 @@ func fromTarget(t *engine.Target) *probev1.Target {
 	return out
 }
 
-func fromProbe(p *probe.Spec) *probev1.Probe {
+func fromProbe(a *arena, p *probe.Spec) *probev1.Probe {
 	if p == nil {
 		return nil
 	}
-	out := &probev1.Probe{
+	out := a.probe()
+	*out = probev1.Probe{
 		InitialDelaySeconds:            p.InitialDelaySeconds,
 		TimeoutSeconds:                 p.TimeoutSeconds,
 		PeriodSeconds:                  p.PeriodSeconds,
@@ -210,7 +212,8 @@ func fromProbe(p *probe.Spec) *probev1.Probe {
 	h := p.Handler
 	switch {
 	case h.HTTPGet != nil:
-		g := &probev1.HTTPGetAction{
+		handler, g := a.httpGet()
+		*g = probev1.HTTPGetAction{
 			Host:             h.HTTPGet.Host,
 			Port:             h.HTTPGet.Port,
 			Path:             h.HTTPGet.Path,
@@ -222,11 +225,18 @@ func fromProbe(p *probe.Spec) *probev1.Probe {
 		for _, hd := range h.HTTPGet.Headers {
 			g.HttpHeaders = append(g.HttpHeaders, &probev1.HTTPHeader{Name: hd.Name, Value: hd.Value})
 		}
-		out.Handler = &probev1.Probe_HttpGet{HttpGet: g}
+		handler.HttpGet = g
+		out.Handler = handler
 	case h.TCPSocket != nil:
-		out.Handler = &probev1.Probe_TcpSocket{TcpSocket: &probev1.TCPSocketAction{Host: h.TCPSocket.Host, Port: h.TCPSocket.Port}}
+		handler, tcp := a.tcpSocket()
+		*tcp = probev1.TCPSocketAction{Host: h.TCPSocket.Host, Port: h.TCPSocket.Port}
+		handler.TcpSocket = tcp
+		out.Handler = handler
 	case h.GRPC != nil:
-		out.Handler = &probev1.Probe_Grpc{Grpc: &probev1.GRPCAction{Host: h.GRPC.Host, Port: h.GRPC.Port, Service: copyPtr(h.GRPC.Service), Tls: fromTLS(h.GRPC.TLS)}}
+		handler, g := a.grpcAction()
+		*g = probev1.GRPCAction{Host: h.GRPC.Host, Port: h.GRPC.Port, Service: copyPtr(h.GRPC.Service), Tls: fromTLS(h.GRPC.TLS)}
+		handler.Grpc = g
+		out.Handler = handler
 	case h.Exec != nil:
 		out.Handler = &probev1.Probe_Exec{Exec: &probev1.ExecAction{Command: append([]string(nil), h.Exec.Command...)}}
 	}
@@ -251,41 +261,45 @@ func fromTLS(t *probe.TLS) *probev1.TLSConfig {
 	return &probev1.TLSConfig{CaPem: t.CAPEM, InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName}
 }
 
-func fromStatus(s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
-	return &probev1.TargetStatus{
+func fromStatus(a *arena, s *engine.Status, spec *target.Spec) *probev1.TargetStatus {
+	out := a.status()
+	*out = probev1.TargetStatus{
 		Phase:      toAPI(phases, s.Phase),
 		Started:    s.Started(),
 		Ready:      s.Ready(),
 		Live:       s.Live(),
-		Startup:    fromProbeStatus(&s.Probes[probe.Startup], spec.StartupProbe),
-		Liveness:   fromProbeStatus(&s.Probes[probe.Liveness], spec.LivenessProbe),
-		Readiness:  fromProbeStatus(&s.Probes[probe.Readiness], spec.ReadinessProbe),
+		Startup:    fromProbeStatus(a, &s.Probes[probe.Startup], spec.StartupProbe),
+		Liveness:   fromProbeStatus(a, &s.Probes[probe.Liveness], spec.LivenessProbe),
+		Readiness:  fromProbeStatus(a, &s.Probes[probe.Readiness], spec.ReadinessProbe),
 		Revision:   s.Revision,
-		CreateTime: timestamp(s.CreateTime),
-		StartTime:  timestamp(s.StartTime),
-		DeleteTime: timestamp(s.DeleteTime),
+		CreateTime: timestamp(a, s.CreateTime),
+		StartTime:  timestamp(a, s.StartTime),
+		DeleteTime: timestamp(a, s.DeleteTime),
 	}
+	return out
 }
 
 // fromProbeStatus converts the status of a probe; the effective timing is
 // the engine's (with the server's floors applied), or computed from the
 // spec for a status that does not carry it.
-func fromProbeStatus(p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStatus {
+func fromProbeStatus(a *arena, p *engine.ProbeStatus, spec *probe.Spec) *probev1.ProbeStatus {
 	if !p.Present || spec == nil {
 		return nil
 	}
-	return &probev1.ProbeStatus{
+	out := a.probeStatus()
+	*out = probev1.ProbeStatus{
 		Result:               toAPI(results, p.Result),
 		Effective:            effectives.of(effective(p, spec)),
 		ConsecutiveSuccesses: p.ConsecutiveSuccesses,
 		ConsecutiveFailures:  p.ConsecutiveFailures,
 		HasInitialized:       p.HasInitialized,
-		LastProbeTime:        timestamp(p.LastProbeTime),
-		LastTransitionTime:   timestamp(p.LastTransitionTime),
+		LastProbeTime:        timestamp(a, p.LastProbeTime),
+		LastTransitionTime:   timestamp(a, p.LastTransitionTime),
 		LastMessage:          p.LastMessage, // bounded by the engine
-		LastLatency:          duration(p.LastLatency),
+		LastLatency:          duration(a, p.LastLatency),
 		ProbesTotal:          p.ProbesTotal,
 	}
+	return out
 }
 
 // effective is the timing the engine uses: the status's, which has the
@@ -351,7 +365,7 @@ func fromEffective(e probe.Effective) *probev1.Effective {
 func fromEvent(ev *engine.Event) *probev1.Event {
 	out := &probev1.Event{
 		Revision: ev.Revision,
-		Time:     timestamp(ev.Time),
+		Time:     timestamp(nil, ev.Time),
 		Name:     ev.Name,
 		Kind:     toAPI(eventKinds, ev.Kind),
 		Message:  ev.Message, // bounded by the engine, and by the store's codec when loaded
@@ -365,30 +379,36 @@ func fromEvent(ev *engine.Event) *probev1.Event {
 		out.From = toAPI(results, ev.From)
 		out.To = toAPI(results, ev.To)
 		out.Consecutive = ev.Consecutive
-		out.Latency = duration(ev.Latency)
+		out.Latency = duration(nil, ev.Latency)
 	}
 	if ev.Target != nil {
-		out.Target = fromTarget(ev.Target)
+		out.Target = fromTarget(nil, ev.Target)
 	}
 	return out
 }
 
 func fromOutcome(o probe.Outcome, at time.Time) *probev1.Outcome {
-	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: o.Message, Latency: duration(o.Latency), Time: timestamp(at)}
+	return &probev1.Outcome{Result: toAPI(results, o.Result), Message: o.Message, Latency: duration(nil, o.Latency), Time: timestamp(nil, at)}
 }
 
-func timestamp(t time.Time) *timestamppb.Timestamp {
+// timestamp is t as the API's message (from a), nil for the zero time.
+func timestamp(a *arena, t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	return timestamppb.New(t)
+	out := a.time()
+	out.Seconds, out.Nanos = t.Unix(), int32(t.Nanosecond())
+	return out
 }
 
-func duration(d time.Duration) *durationpb.Duration {
+// duration is d as the API's message (from a), nil for 0.
+func duration(a *arena, d time.Duration) *durationpb.Duration {
 	if d == 0 {
 		return nil
 	}
-	return durationpb.New(d)
+	out := a.duration()
+	out.Seconds, out.Nanos = int64(d/time.Second), int32(d%time.Second)
+	return out
 }
 
 func copyPtr[T any](p *T) *T {
@@ -404,7 +424,8 @@ func copyPtr[T any](p *T) *T {
 // lends each target in turn (ListEach) instead of making a Target of each.
 func (s *Server) listPage(ctx context.Context, o engine.ListOptions) ([]*probev1.Target, bool, error) {
 	out := make([]*probev1.Target, 0, o.Limit)
-	more, err := s.engine.ListEach(ctx, o, func(t *engine.Target) { out = append(out, s.target(t)) })
+	a := newArena(o.Limit)
+	more, err := s.engine.ListEach(ctx, o, func(t *engine.Target) { out = append(out, s.target(a, t)) })
 	return out, more, err
 }
 

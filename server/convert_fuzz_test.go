@@ -60,7 +60,7 @@ func FuzzConvert(f *testing.F) {
 				t.Fatalf("error %q is not at a field under target", e.Error())
 			}
 		}
-		out := fromTarget(&engine.Target{Spec: spec})
+		out := fromTarget(nil, &engine.Target{Spec: spec})
 		if len(errs) > 0 {
 			return
 		}

@@ -14,7 +14,7 @@ import (
 // spaces. protojson varies its whitespace on purpose, so the layout is
 // normalised to encoding/json's, as probectl does, to be stable.
 func TargetJSON(t *engine.Target) ([]byte, error) {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(fromTarget(t))
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(fromTarget(nil, t))
 	if err != nil {
 		return nil, err
 	}

@@ -61,8 +61,8 @@ func (s *Server) ListReplicas(ctx context.Context, _ *probev1.ListReplicasReques
 }
 
 // target converts t for a response, with the replica that probes it.
-func (s *Server) target(t *engine.Target) *probev1.Target {
-	out := fromTarget(t)
+func (s *Server) target(a *arena, t *engine.Target) *probev1.Target {
+	out := fromTarget(a, t)
 	if s.opts.Replicas != nil && out.GetStatus() != nil {
 		out.Status.Replica = s.opts.Replicas.OwnerOf(t.Spec.Name)
 	}

@@ -46,7 +46,7 @@ func (s *Server) GetTarget(ctx context.Context, req *probev1.GetTargetRequest) (
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &probev1.GetTargetResponse{Target: s.target(t)}, nil
+	return &probev1.GetTargetResponse{Target: s.target(nil, t)}, nil
 }
 
 // ListTargets returns one page of targets in name order: at most pageSize
@@ -165,7 +165,7 @@ func (s *Server) TriggerProbe(ctx context.Context, req *probev1.TriggerProbeRequ
 		p := &t.Status.Probes[typ]
 		return &probev1.TriggerProbeResponse{
 			Outcome: fromOutcome(out, at),
-			Status:  fromProbeStatus(p, t.Spec.Probe(typ)),
+			Status:  fromProbeStatus(nil, p, t.Spec.Probe(typ)),
 		}, nil
 	}, func(ctx context.Context, c probev1.ProbeServiceClient) (*probev1.TriggerProbeResponse, error) {
 		return c.TriggerProbe(ctx, req)
