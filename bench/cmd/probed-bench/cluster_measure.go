@@ -244,7 +244,16 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 		return transitionResult{}, err
 	}
 	profiled := e.profileWindow(ctx, "transitions", s, e.cfg.duration)
-	if err := sleep(ctx, e.cfg.duration); err != nil {
+	// Lateness is read at the middle of the window too: a second half
+	// later than the first is lateness that grows.
+	if err := sleep(ctx, e.cfg.duration/2); err != nil {
+		return transitionResult{}, err
+	}
+	stMid, err := storeCounters(ctx, s.procs)
+	if err != nil {
+		return transitionResult{}, err
+	}
+	if err := sleep(ctx, e.cfg.duration-e.cfg.duration/2); err != nil {
 		return transitionResult{}, err
 	}
 	c1, err := meter.sample()
@@ -266,6 +275,11 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 	for i := range s.procs {
 		res.RSSGrowthMiB = append(res.RSSGrowthMiB, mib(st1.rss[i]-st0.rss[i]))
 	}
+	res.Lateness = latenessOf(st1.lateness.minus(st0.lateness))
+	res.LatenessHalvesP99Ms = [2]float64{
+		1000 * stMid.lateness.minus(st0.lateness).quantile(0.99),
+		1000 * st1.lateness.minus(stMid.lateness).quantile(0.99),
+	}
 	res.ProcessCores, res.EtcdCores, res.BenchCores = cores(c0, c1)
 	return res, nil
 }
@@ -274,6 +288,7 @@ func (e *clusterEnv) transitions(ctx context.Context, name string, n int, period
 // of each.
 type storeTotals struct {
 	probes, commits, changes float64
+	lateness                 promHist // every process's
 	rss                      []int64
 }
 
@@ -292,6 +307,9 @@ func storeCounters(ctx context.Context, servers []*probedProc) (storeTotals, err
 		t.changes += changes
 		if h, err := promHistogram(ss, metricCommit); err == nil {
 			t.commits += h.count
+		}
+		if h, err := promHistogram(ss, metricLateness); err == nil {
+			t.lateness = t.lateness.plus(h)
 		}
 		rss, err := procs.RSS(p.Pid())
 		if err != nil {
@@ -352,6 +370,10 @@ func (e *clusterEnv) probeRate(ctx context.Context, name string) (probeRateResul
 		owned[""] = n
 	}
 	meter := cpuMeter{procs: s.procs, etcd: e.etcd.pids()}
+	st0, err := storeCounters(ctx, s.procs)
+	if err != nil {
+		return probeRateResult{}, err
+	}
 	c0, err := meter.sample()
 	if err != nil {
 		return probeRateResult{}, err
@@ -372,7 +394,12 @@ func (e *clusterEnv) probeRate(ctx context.Context, name string) (probeRateResul
 	if err != nil {
 		return probeRateResult{}, err
 	}
-	res := probeRateResult{Setup: name, Replicas: len(s.procs), Targets: n, PeriodMs: ms(period), ExpectedPerSecond: float64(n) / period.Seconds()}
+	st1, err := storeCounters(ctx, s.procs)
+	if err != nil {
+		return probeRateResult{}, err
+	}
+	res := probeRateResult{Setup: name, Replicas: len(s.procs), Targets: n, PeriodMs: ms(period), ExpectedPerSecond: float64(n) / period.Seconds(),
+		Lateness: latenessOf(st1.lateness.minus(st0.lateness))}
 	_, res.EtcdCores, res.BenchCores = cores(c0, c1)
 	for i, w := range windows {
 		if errs[i] != nil {
@@ -383,4 +410,11 @@ func (e *clusterEnv) probeRate(ctx context.Context, name string) (probeRateResul
 			CPUUsPerProbe: w.CPUUsPerProbe, Cores: w.CPUSeconds / w.WindowSeconds, Failed: w.Failed})
 	}
 	return res, nil
+}
+
+// latenessOf summarizes a window's lateness histogram in milliseconds
+// (each quantile is the upper bound of its bucket: 0.5, 1, 2.5, 5, 10,
+// 25, 50, 100 ms, then +Inf).
+func latenessOf(h promHist) lateness {
+	return lateness{Fires: h.count, MeanMs: 1000 * h.mean(), P50Ms: 1000 * h.quantile(0.5), P99Ms: 1000 * h.quantile(0.99)}
 }

@@ -49,6 +49,19 @@ type transitionResult struct {
 	ProcessCores []float64 `json:"process_cores"` // CPU of each probed, in cores
 	EtcdCores    float64   `json:"etcd_cores"`
 	BenchCores   float64   `json:"bench_cores"` // the benchmark: targets and the Watch client
+	// Lateness of the probes' timers over the window, every process's.
+	Lateness lateness `json:"lateness"`
+	// LatenessHalvesP99Ms is the p99 of the first and of the second half
+	// of the window: lateness that grows shows as a second one above.
+	LatenessHalvesP99Ms [2]float64 `json:"lateness_halves_p99_ms"`
+}
+
+// lateness summarizes the timer wheel's lateness histogram over a window.
+type lateness struct {
+	Fires  float64 `json:"fires"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"` // upper bound of the bucket
+	P99Ms  float64 `json:"p99_ms"` // upper bound of the bucket
 }
 
 // watchDelayResult: the delay of transitions at Watch clients on one
@@ -76,6 +89,7 @@ type probeRateResult struct {
 	Processes         []processRate `json:"processes"`
 	EtcdCores         float64       `json:"etcd_cores"`
 	BenchCores        float64       `json:"bench_cores"`
+	Lateness          lateness      `json:"lateness"` // the probes' timers over the window, every process's
 }
 
 // processRate is one probed process of a probeRateResult.
@@ -123,11 +137,12 @@ func printClusterReport(w io.Writer, cfg clusterConfig, r clusterReport) error {
 	}
 	if len(r.Transitions) > 0 {
 		table("transitions (flapping targets: every probe a transition; counted at one Watch client)",
-			"setup\ttargets × period\toffered/s\ttransitions/s\tprobes/s\tcommits/s\tchanges/commit\tRSS growth MiB\tprobed cores\tetcd cores\tbench cores\t")
+			"setup\ttargets × period\toffered/s\ttransitions/s\tprobes/s\tcommits/s\tchanges/commit\tRSS growth MiB\tprobed cores\tetcd cores\tbench cores\tlateness mean ms\tp50\tp99\tp99 1st / 2nd half\t")
 		for _, x := range r.Transitions {
-			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.OfferedPerSecond, 0),
+			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.OfferedPerSecond, 0),
 				f(x.TransitionsPerSecond, 0), f(x.ProbesPerSecond, 0), f(x.CommitsPerSecond, 0), f(x.ChangesPerCommit, 1), joinFloats(x.RSSGrowthMiB, 0),
-				joinFloats(x.ProcessCores, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2))
+				joinFloats(x.ProcessCores, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2),
+				f(x.Lateness.MeanMs, 2), f(x.Lateness.P50Ms, 1), f(x.Lateness.P99Ms, 1), joinFloats(x.LatenessHalvesP99Ms[:], 1))
 		}
 	}
 	if len(r.Watch) > 0 {
@@ -140,14 +155,15 @@ func printClusterReport(w io.Writer, cfg clusterConfig, r clusterReport) error {
 	}
 	if len(r.Probes) > 0 {
 		table("probes/s (steady targets, no store writes)",
-			"setup\ttargets × period\texpected/s\tprobes/s\tper process: probes/s\tCPU µs/probe\tcores\tetcd cores\tbench cores\t")
+			"setup\ttargets × period\texpected/s\tprobes/s\tper process: probes/s\tCPU µs/probe\tcores\tetcd cores\tbench cores\tlateness mean ms\tp50\tp99\t")
 		for _, x := range r.Probes {
 			var rate, us, c []float64
 			for _, p := range x.Processes {
 				rate, us, c = append(rate, p.ProbesPerSecond), append(us, p.CPUUsPerProbe), append(c, p.Cores)
 			}
-			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.ExpectedPerSecond, 0),
-				f(x.ProbesPerSecond, 0), joinFloats(rate, 0), joinFloats(us, 1), joinFloats(c, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2))
+			fmt.Fprintf(tw, "%s\t%d × %sms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Setup, x.Targets, f(x.PeriodMs, 0), f(x.ExpectedPerSecond, 0),
+				f(x.ProbesPerSecond, 0), joinFloats(rate, 0), joinFloats(us, 1), joinFloats(c, 2), f(x.EtcdCores, 2), f(x.BenchCores, 2),
+				f(x.Lateness.MeanMs, 2), f(x.Lateness.P50Ms, 1), f(x.Lateness.P99Ms, 1))
 		}
 	}
 	if len(r.Failover) > 0 {

@@ -75,11 +75,13 @@ func TestPrintClusterReport(t *testing.T) {
 		Started: "2026-11-24T03:00:00Z", Finished: "2026-11-24T03:10:00Z", CPUs: 2, GOMAXPROCS: 2, LoadAverage: [2]float64{4.2, 6.1},
 		Registrations: []registrationResult{{Setup: setupBolt, Targets: 2000, Seconds: 2.5, PerSecond: 800}},
 		Transitions: []transitionResult{{Setup: setupThreeEtcd, Targets: 1000, PeriodMs: 100, OfferedPerSecond: 10000,
-			TransitionsPerSecond: 4321, ProbesPerSecond: 4400, ProcessCores: []float64{0.25, 0.5, 0.125}, EtcdCores: 0.4, BenchCores: 0.3}},
+			TransitionsPerSecond: 4321, ProbesPerSecond: 4400, ProcessCores: []float64{0.25, 0.5, 0.125}, EtcdCores: 0.4, BenchCores: 0.3,
+			Lateness: lateness{Fires: 9000, MeanMs: 0.875, P50Ms: 0.5, P99Ms: 25}, LatenessHalvesP99Ms: [2]float64{10, 50}}},
 		Watch: []watchDelayResult{{Setup: setupThreeEtcd, Path: pathOtherReplica, Flips: 150, Missed: 1,
 			FlipMs: latency{P50: 55.5, P99: 120}, DetectMs: latency{P50: 3.25, P90: 7.5, P99: 20.126, Max: 31}}},
 		Probes: []probeRateResult{{Setup: setupThreeEtcd, Replicas: 3, Targets: 3000, PeriodMs: 200, ExpectedPerSecond: 15000, ProbesPerSecond: 12000,
-			Processes: []processRate{{Replica: "r1", ProbesPerSecond: 4000, CPUUsPerProbe: 61.25, Cores: 0.245}, {Replica: "r2", ProbesPerSecond: 4100, CPUUsPerProbe: 70, Cores: 0.287}}}},
+			Processes: []processRate{{Replica: "r1", ProbesPerSecond: 4000, CPUUsPerProbe: 61.25, Cores: 0.245}, {Replica: "r2", ProbesPerSecond: 4100, CPUUsPerProbe: 70, Cores: 0.287}},
+			Lateness: lateness{Fires: 100, MeanMs: 1.625, P50Ms: 2.5, P99Ms: 100}}},
 		Failover: []failoverResult{{LeaseTTLSeconds: 2, PeriodMs: 500, Kills: 3, Targets: 1000, NotProbed: 0, MinMs: 2100, Ms: latency{P50: 2900, P90: 3300, P99: 3600, Max: 3700}}},
 	}
 	var out bytes.Buffer
@@ -90,9 +92,9 @@ func TestPrintClusterReport(t *testing.T) {
 	for _, want := range []string{
 		"2 CPUs, GOMAXPROCS 2, load average 4.2 → 6.1",
 		"registrations (32 workers", "bbolt, single process", "800",
-		"1000 × 100ms", "4321", "0.25 / 0.50 / 0.12",
+		"1000 × 100ms", "4321", "0.25 / 0.50 / 0.12", "0.88", "25.0", "10.0 / 50.0",
 		"other replica", "3.25", "7.50", "20.13", "31.00",
-		"3000 × 200ms", "12000", "4000 / 4100", "61.2 / 70.0", "0.24 / 0.29",
+		"3000 × 200ms", "12000", "4000 / 4100", "61.2 / 70.0", "0.24 / 0.29", "1.62", "100.0",
 		"2s", "500ms", "2100", "2900", "3300", "3600", "3700",
 	} {
 		if !strings.Contains(s, want) {

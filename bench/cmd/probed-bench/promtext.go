@@ -138,6 +138,21 @@ func (h promHist) minus(before promHist) promHist {
 	return d
 }
 
+// plus returns the observations of h and o together (same buckets; an
+// empty h takes o's).
+func (h promHist) plus(o promHist) promHist {
+	if len(h.bounds) == 0 {
+		return promHist{bounds: o.bounds, counts: slices.Clone(o.counts), sum: o.sum, count: o.count}
+	}
+	d := promHist{bounds: h.bounds, counts: slices.Clone(h.counts), sum: h.sum + o.sum, count: h.count + o.count}
+	if slices.Equal(h.bounds, o.bounds) {
+		for i := range d.counts {
+			d.counts[i] += o.counts[i]
+		}
+	}
+	return d
+}
+
 // quantile returns the upper bound of the bucket holding the q-quantile
 // (+Inf when it is in the last bucket, NaN without observations).
 func (h promHist) quantile(q float64) float64 {

@@ -64,6 +64,12 @@ func TestParsePromText(t *testing.T) {
 	if !math.IsNaN(d.quantile(0.5)) || !math.IsNaN(d.mean()) {
 		t.Errorf("an empty difference has quantile %v and mean %v, want NaN", d.quantile(0.5), d.mean())
 	}
+	// Two processes' histograms together: twice the counts, the same
+	// quantiles; added to nothing, a histogram is itself.
+	two := promHist{}.plus(h).plus(h)
+	if two.count != 2*h.count || two.counts[0] != 2*h.counts[0] || two.quantile(0.99) != h.quantile(0.99) || two.mean() != h.mean() {
+		t.Errorf("h plus h = %+v, want twice %+v", two, h)
+	}
 }
 
 func TestParsePromTextErrors(t *testing.T) {
