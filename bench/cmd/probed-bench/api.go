@@ -39,6 +39,10 @@ const (
 	apiGet    = "get"
 	apiList   = "list"
 	apiCreate = "create"
+	// apiHealth is grpc.health.v1's Check of the server: a call through
+	// the same server path (transport, interceptors, codec) whose handler
+	// does nearly nothing, the floor under the other calls.
+	apiHealth = "health"
 )
 
 func (c *apiConfig) register(fs *flag.FlagSet) {
@@ -55,7 +59,7 @@ func (c *apiConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.concurrency, "concurrency", 50, "concurrent calls (ghz -c)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long ghz calls each method (ghz -z)")
 	fs.IntVar(&c.rounds, "rounds", 1, "runs of each binary, alternated")
-	fs.Func("calls", "methods to call, in this order, comma-separated: get, list, create (default all)", func(s string) error {
+	fs.Func("calls", "methods to call, in this order, comma-separated: get, list, create, health (grpc.health.v1 Check: the server path's floor) (default get, list, create)", func(s string) error {
 		c.calls = strings.Split(s, ",")
 		return nil
 	})
@@ -73,9 +77,9 @@ func (c *apiConfig) validate() error {
 	}
 	for _, call := range c.calls {
 		switch call {
-		case apiGet, apiList, apiCreate:
+		case apiGet, apiList, apiCreate, apiHealth:
 		default:
-			return fmt.Errorf("--calls: unknown method %q (get, list or create)", call)
+			return fmt.Errorf("--calls: unknown method %q (get, list, create or health)", call)
 		}
 	}
 	switch {
@@ -142,7 +146,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"N targets (one TCP readiness probe each, with an initial delay of an hour, so that no",
 		"probe runs during the calls), called by ghz (-c concurrency, -z duration) for each",
 		"method: GetTarget of a random registered target, ListTargets of a page of 100 from the",
-		"middle of the registry, CreateTarget of a new target like them. Reports probed's own",
+		"middle of the registry, CreateTarget of a new target like them (and on request the",
+		"grpc.health.v1 Check, the server path's floor under them). Reports probed's own",
 		"CPU per call (/proc/PID/stat over the calls: the load generator shares the machine),",
 		"calls/s and ghz's latencies; binaries alternated, each on a fresh data directory.")
 	var cfg apiConfig
@@ -235,8 +240,10 @@ func apiOnce(ctx context.Context, cfg apiConfig, indexes []int, n, round int, di
 		apiGet:    fmt.Sprintf("{\"name\":\"api-{{printf `%%06d` (randomInt 0 %d)}}\"}", n), // a Go template: ghz fills it per call
 		apiList:   fmt.Sprintf(`{"pageSize":100,"pageToken":%q}`, token),
 		apiCreate: `{"target":{"name":"new-{{.WorkerID}}-{{.RequestNumber}}","labels":{"app":"api-bench"},"readinessProbe":{"tcpSocket":{"host":"127.0.0.1","port":1},"initialDelaySeconds":3600,"periodSeconds":10}}}`,
+		apiHealth: `{"service":""}`,
 	}
-	methods := map[string]string{apiGet: "GetTarget", apiList: "ListTargets", apiCreate: "CreateTarget"}
+	methods := map[string]string{apiGet: "probe.v1.ProbeService/GetTarget", apiList: "probe.v1.ProbeService/ListTargets",
+		apiCreate: "probe.v1.ProbeService/CreateTarget", apiHealth: "grpc.health.v1.Health/Check"}
 	var runs []apiRun
 	for _, call := range cfg.calls {
 		// The CPU each probed spends with no call: the idle baseline.
@@ -284,7 +291,7 @@ func apiOnce(ctx context.Context, cfg apiConfig, indexes []int, n, round int, di
 	return runs, nil
 }
 
-// callGHZ calls method of p with ghz for cfg.duration and fills in run
+// callGHZ calls method (its full name) of p with ghz for cfg.duration and fills in run
 // (index is the binary's, for the name of the profile).
 func callGHZ(ctx context.Context, cfg apiConfig, p *probedProc, run *apiRun, index int, method, data string) error {
 	profile := make(chan error, 1)
@@ -300,7 +307,7 @@ func callGHZ(ctx context.Context, cfg apiConfig, p *probedProc, run *apiRun, ind
 	if err != nil {
 		return err
 	}
-	res, err := runGHZ(ctx, cfg, "probe.v1.ProbeService/"+method, data, p.addr)
+	res, err := runGHZ(ctx, cfg, method, data, p.addr)
 	if err != nil {
 		return err
 	}
