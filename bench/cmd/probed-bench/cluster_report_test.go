@@ -81,7 +81,7 @@ func TestPrintClusterReport(t *testing.T) {
 			FlipMs: latency{P50: 55.5, P99: 120}, DetectMs: latency{P50: 3.25, P90: 7.5, P99: 20.126, Max: 31}}},
 		Probes: []probeRateResult{{Setup: setupThreeEtcd, Replicas: 3, Targets: 3000, PeriodMs: 200, ExpectedPerSecond: 15000, ProbesPerSecond: 12000,
 			Processes: []processRate{{Replica: "r1", ProbesPerSecond: 4000, CPUUsPerProbe: 61.25, Cores: 0.245}, {Replica: "r2", ProbesPerSecond: 4100, CPUUsPerProbe: 70, Cores: 0.287}},
-			Lateness: lateness{Fires: 100, MeanMs: 1.625, P50Ms: 2.5, P99Ms: 100}}},
+			Lateness:  lateness{Fires: 100, MeanMs: 1.625, P50Ms: 2.5, P99Ms: 100}}},
 		Failover: []failoverResult{{LeaseTTLSeconds: 2, PeriodMs: 500, Kills: 3, Targets: 1000, NotProbed: 0, MinMs: 2100, Ms: latency{P50: 2900, P90: 3300, P99: 3600, Max: 3700}}},
 	}
 	var out bytes.Buffer
