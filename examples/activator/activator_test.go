@@ -21,10 +21,12 @@ import (
 	"github.com/probed/probed/examples/activator/proxy"
 	"github.com/probed/probed/internal/poll"
 	"github.com/probed/probed/internal/probedtest"
+	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
 )
 
 func TestMain(m *testing.M) {
+	procs.RestoreInterrupt() // TestDemo stops its script with SIGINT, as Ctrl-C does
 	goleak.VerifyTestMain(m)
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probed/probed/internal/procs"
 	"github.com/probed/probed/internal/refused"
 )
 
@@ -47,10 +48,12 @@ func TestDemo(t *testing.T) {
 		"UI_ADDR="+ui,
 		"FLAP=2s",
 	)
-	// The script and the jobs it starts (each in its own group: set -m)
-	// are killed if the test times out; otherwise SIGINT stops them, as
-	// Ctrl-C does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// SIGINT stops the script and the jobs it starts, as Ctrl-C does. The
+	// script leads a session of its own: its jobs, each in a process group
+	// of its own (set -m), stay in that session, so that whatever is left
+	// of it (the test timed out, or the script did not stop them) is
+	// killed when the test ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	stdout, err := cmd.StdoutPipe()
@@ -62,6 +65,18 @@ func TestDemo(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		left, err := procs.Session(cmd.Process.Pid)
+		if err != nil {
+			t.Errorf("the demo's processes: %v", err)
+		}
+		for _, p := range left {
+			if p.State != 'Z' {
+				t.Errorf("process %d of the demo still runs after the test; killed", p.Pid)
+				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+			}
+		}
+	})
 	lines := make(chan string)
 	go func() {
 		defer close(lines)

@@ -16,6 +16,8 @@ type Proc struct {
 	Pid, PPid int
 	// State is the state letter: R running, S sleeping, Z zombie, ...
 	State byte
+	// Session is the session id: the pid of the session's leader (setsid).
+	Session int
 }
 
 // List returns every process visible in /proc. Processes that end while
@@ -44,9 +46,9 @@ func List() ([]Proc, error) {
 	return out, nil
 }
 
-// parseStat reads "pid (comm) state ppid ...".
+// parseStat reads "pid (comm) state ppid pgrp session ...".
 func parseStat(pid int, b []byte) (Proc, error) {
-	f, err := statFields(b, 2)
+	f, err := statFields(b, 4)
 	if err != nil || len(f[0]) != 1 {
 		return Proc{}, fmt.Errorf("/proc/%d/stat: malformed: %q", pid, b)
 	}
@@ -54,7 +56,26 @@ func parseStat(pid int, b []byte) (Proc, error) {
 	if err != nil {
 		return Proc{}, fmt.Errorf("/proc/%d/stat: ppid: %w", pid, err)
 	}
-	return Proc{Pid: pid, PPid: ppid, State: f[0][0]}, nil
+	session, err := strconv.Atoi(string(f[3]))
+	if err != nil {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: session: %w", pid, err)
+	}
+	return Proc{Pid: pid, PPid: ppid, State: f[0][0], Session: session}, nil
+}
+
+// Session returns the processes of session sid (its leader included).
+func Session(sid int) ([]Proc, error) {
+	all, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, p := range all {
+		if p.Session == sid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // Children returns the processes whose parent is ppid.

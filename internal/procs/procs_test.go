@@ -3,7 +3,10 @@ package procs_test
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probed/probed/internal/procs"
 )
@@ -50,8 +53,8 @@ func TestChildrenAndZombies(t *testing.T) {
 	}
 }
 
-// TestListSelf: List reads this process's own stat line: its parent, and
-// a state that is not Z.
+// TestListSelf: List reads this process's own stat line: its parent, its
+// session (and Session lists it), and a state that is not Z.
 func TestListSelf(t *testing.T) {
 	all, err := procs.List()
 	if err != nil {
@@ -59,8 +62,16 @@ func TestListSelf(t *testing.T) {
 	}
 	for _, p := range all {
 		if p.Pid == os.Getpid() {
-			if p.PPid != os.Getppid() || p.State == 'Z' {
-				t.Fatalf("self = %+v, want ppid %d and not a zombie", p, os.Getppid())
+			sid, err := unix.Getsid(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.PPid != os.Getppid() || p.State == 'Z' || p.Session != sid {
+				t.Fatalf("self = %+v, want ppid %d, session %d and not a zombie", p, os.Getppid(), sid)
+			}
+			in, err := procs.Session(sid)
+			if err != nil || !slices.ContainsFunc(in, func(q procs.Proc) bool { return q.Pid == p.Pid }) {
+				t.Fatalf("Session(%d) = %v, %v; want this process among them", sid, in, err)
 			}
 			return
 		}
