@@ -189,7 +189,7 @@ func (f *feed) sharedLabels(labels map[string]string) map[string]string {
 func (f *feed) publish(changes []*Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range changes {
+	for i, c := range changes {
 		if c.Delete {
 			f.removeLocked(c.Target.Spec.Name)
 		} else {
@@ -205,6 +205,9 @@ func (f *feed) publish(changes []*Change) {
 			}
 		}
 		f.hist.append(c.Event, rec, size)
+		if i < len(changes)-1 {
+			f.hist.joinNext() // a catch-up takes the delivery whole too
+		}
 		f.rev = max(f.rev, c.Event.Revision)
 		for w := range f.synced {
 			if !f.pushLocked(w, &c.Event, size) {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -121,5 +123,42 @@ func TestAWatcherTakesALargeDeliveryInParts(t *testing.T) {
 	w.mu.Unlock()
 	if !ok || len(b.Events) != 2 {
 		t.Fatalf("took %d events (ok %v) of a publish that filled half the buffer of 4, want both", len(b.Events), ok)
+	}
+}
+
+// TestACatchUpTakesWholeDeliveries: a watcher that catches up from
+// history gets its batches cut between deliveries, as a live watcher
+// does: two publishes of 600 events each are two batches of 600, not one
+// of 1,000 (maxBatch) and one of 200, which would split the second
+// publish (a deleted target's FAILURE without its TERMINATING, for xDS).
+func TestACatchUpTakesWholeDeliveries(t *testing.T) {
+	f := newFeed(5000, 0)
+	rev := uint64(0)
+	for d := range 2 {
+		var changes []*Change
+		for i := range 600 {
+			rev++
+			name := fmt.Sprintf("t-%d-%d", d, i)
+			tg := &Target{Spec: nameOnly(name), Status: Status{Phase: Active, Revision: rev}}
+			changes = append(changes, &Change{Name: name, Target: tg, Event: Event{Revision: rev, Name: name, Kind: KindCreated, Target: tg}})
+		}
+		f.publish(changes)
+	}
+	w, err := f.watch(WatchOptions{Since: 1}, 5000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var sizes []int
+	for total := 0; total < 1200; {
+		b, err := w.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(b.Events))
+		total += len(b.Events)
+	}
+	if !slices.Equal(sizes, []int{600, 600}) {
+		t.Fatalf("caught up in batches of %v, want [600 600]", sizes)
 	}
 }

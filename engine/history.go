@@ -10,7 +10,12 @@ type history struct {
 	sizes []int32 // Event.size of buf's events, computed once on append
 	// records are the targets of buf's events (nil for probe events), in
 	// the compact form: the record the view holds when it is the same.
-	records    []*record
+	records []*record
+	// ends marks the events that end their delivery (a publish: one
+	// store commit), so that a catch-up cuts its batches between
+	// deliveries (readWhole). Events restored from the store each end
+	// one: their grouping is not stored.
+	ends       []bool
 	start, n   int
 	bytes      int
 	maxCount   int
@@ -30,7 +35,7 @@ func (h *history) reserve(n int) {
 		return
 	}
 	n = min(n, h.maxCount)
-	h.buf, h.sizes, h.records = make([]Event, 0, n), make([]int32, 0, n), make([]*record, 0, n)
+	h.buf, h.sizes, h.records, h.ends = make([]Event, 0, n), make([]int32, 0, n), make([]*record, 0, n), make([]bool, 0, n)
 }
 
 func (h *history) at(i int) *Event {
@@ -39,7 +44,8 @@ func (h *history) at(i int) *Event {
 
 // append adds ev (whose revision is greater than every retained one) and
 // drops the oldest events beyond the bounds. size is ev.size(); rec is
-// the record of ev.Target (nil without one), kept instead of it.
+// the record of ev.Target (nil without one), kept instead of it. ev ends
+// its delivery unless joinNext follows.
 func (h *history) append(ev Event, rec *record, size int) {
 	ev.Target = nil
 	for h.n > 0 && (h.n >= h.maxCount || (h.maxBytes > 0 && h.bytes+size > h.maxBytes)) {
@@ -50,16 +56,25 @@ func (h *history) append(ev Event, rec *record, size int) {
 		h.buf = append(h.buf, ev)
 		h.sizes = append(h.sizes, int32(size))
 		h.records = append(h.records, rec)
+		h.ends = append(h.ends, true)
 	} else {
 		if h.n == len(h.buf) {
 			// Full and wrapped (only reachable via the byte bound): make room.
 			h.dropOldest()
 		}
 		i := (h.start + h.n) % len(h.buf)
-		h.buf[i], h.sizes[i], h.records[i] = ev, int32(size), rec
+		h.buf[i], h.sizes[i], h.records[i], h.ends[i] = ev, int32(size), rec, true
 	}
 	h.n++
 	h.bytes += size
+}
+
+// joinNext makes the newest event not the end of its delivery: the next
+// one appended belongs to the same.
+func (h *history) joinNext() {
+	if h.n > 0 {
+		h.ends[(h.start+h.n-1)%len(h.buf)] = false
+	}
 }
 
 func (h *history) dropOldest() {
@@ -86,6 +101,31 @@ func (h *history) oldest(next uint64) uint64 {
 // (h.n when there is none).
 func (h *history) search(rev uint64) int {
 	return sort.Search(h.n, func(i int) bool { return h.at(i).Revision >= rev })
+}
+
+// readWhole is read, except that a batch cut by limit ends where a
+// delivery ends, when one ends in it (a delivery larger than limit is
+// cut, as a watcher takes one larger than half its buffer in parts);
+// more reports whether newer events remain.
+func (h *history) readWhole(dst []Event, recs []*record, rev uint64, limit int) (_ []Event, _ []*record, more bool) {
+	from, n := len(dst), 0
+	i := h.search(rev)
+	for ; i < h.n && n < limit; i++ {
+		dst = append(dst, *h.at(i))
+		recs = append(recs, h.records[(h.start+i)%len(h.buf)])
+		n++
+	}
+	if i == h.n {
+		return dst, recs, false
+	}
+	for k := n; k > 0; k-- { // the last event read that ends a delivery
+		if h.ends[(h.start+i-n+k-1)%len(h.buf)] {
+			clear(dst[from+k:])
+			clear(recs[from+k:])
+			return dst[:from+k], recs[:from+k], true
+		}
+	}
+	return dst, recs, true
 }
 
 // read appends to dst the retained events with Revision >= rev, at most

@@ -243,3 +243,51 @@ func recordOf(ev *Event) *record {
 	}
 	return newRecord(ev.Target)
 }
+
+// TestHistoryReadWholeCutsBetweenDeliveries: a batch cut by its limit
+// ends where a delivery ends (the events a publish appended together),
+// unless one delivery is larger than the limit; more says whether newer
+// events remain.
+func TestHistoryReadWholeCutsBetweenDeliveries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		deliveries []int // sizes, in order
+		capacity   int   // the history's count bound
+		from       uint64
+		limit      int
+		want       int // events read
+		more       bool
+	}{
+		{"all fit", []int{3, 4}, 100, 1, 10, 7, false},
+		{"cut at the delivery that does not fit", []int{3, 4}, 100, 1, 5, 3, true},
+		{"cut exactly at its end", []int{3, 4}, 100, 1, 3, 3, true},
+		{"a delivery larger than the limit is cut", []int{8, 2}, 100, 1, 5, 5, true},
+		{"from the middle of a delivery", []int{3, 4}, 100, 2, 4, 2, true},
+		{"wrapped ring", []int{4, 4, 4, 4}, 10, 7, 5, 2, true},
+		{"wrapped ring, to the end", []int{4, 4, 4, 4}, 10, 9, 20, 8, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHistory(tt.capacity, 0)
+			rev := uint64(0)
+			for _, n := range tt.deliveries {
+				for i := range n {
+					rev++
+					ev := Event{Revision: rev}
+					h.append(ev, nil, ev.size())
+					if i < n-1 {
+						h.joinNext()
+					}
+				}
+			}
+			got, recs, more := h.readWhole(nil, nil, tt.from, tt.limit)
+			if len(got) != tt.want || len(recs) != tt.want || more != tt.more {
+				t.Fatalf("readWhole(%d, limit %d) = %v (more %v), want %d events (more %v)", tt.from, tt.limit, revisions(got, recs), more, tt.want, tt.more)
+			}
+			if len(got) > 0 && got[0].Revision != max(tt.from, h.oldest(0)) {
+				t.Errorf("first revision %d, want %d", got[0].Revision, max(tt.from, h.oldest(0)))
+			}
+		})
+	}
+}

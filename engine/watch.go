@@ -332,7 +332,7 @@ func (w *Watcher) catchUp() (Batch, error) {
 		return Batch{}, &SlowWatcherError{LastRevision: w.lastSent, Buffer: w.max,
 			Exceeded: "the retained history (--history, --history-bytes) dropped events before it read them"}
 	}
-	read, recs := f.hist.read(w.spare[:0], w.spareRecs[:0], w.cursor, maxBatch)
+	read, recs, more := f.hist.readWhole(w.spare[:0], w.spareRecs[:0], w.cursor, maxBatch)
 	b := Batch{Events: read[:0]}
 	for i := range read {
 		if w.filter.match(&read[i]) {
@@ -351,7 +351,7 @@ func (w *Watcher) catchUp() (Batch, error) {
 		w.cursor = last + 1
 		b.Revision = last
 	}
-	if len(read) < maxBatch {
+	if !more {
 		// Caught up with everything published.
 		w.mu.Lock()
 		w.synced = true
