@@ -171,9 +171,13 @@ func (e *Engine) InterruptedApplies(ctx context.Context) ([]string, error) {
 // stopped on something that passed): it takes the set's lock and applies
 // the recorded desired list again, as the recorded caller (its identity
 // in ctx, for the limits); prepare sets what the caller's apply had
-// (Writable, Forward) from that identity. It returns nil, nil when there
-// is nothing to resume (finished, or another replica resumes it).
-func (e *Engine) ResumeApply(ctx context.Context, owner string, prepare func(set *ApplySet, client string)) (*ApplyResult, error) {
+// (Writable, Forward) from that identity. When prepare refuses the set
+// (the caller may no longer write one of its targets, as a new call of
+// it would be refused), the apply ends as it stands, nothing more
+// written, and ResumeApply returns prepare's error. It returns nil, nil
+// when there is nothing to resume (finished, or another replica resumes
+// it).
+func (e *Engine) ResumeApply(ctx context.Context, owner string, prepare func(set *ApplySet, client string) error) (*ApplyResult, error) {
 	if e.journal == nil {
 		return nil, nil
 	}
@@ -187,10 +191,16 @@ func (e *Engine) ResumeApply(ctx context.Context, owner string, prepare func(set
 		return nil, err
 	}
 	set := ApplySet{Owner: rec.Owner, Selector: rec.Selector, Targets: rec.Targets, ticket: &t}
-	if prepare != nil {
-		prepare(&set, rec.Client)
-	}
 	ctx = WithClient(ctx, rec.Client)
+	if prepare != nil {
+		if err := prepare(&set, rec.Client); err != nil {
+			err = fmt.Errorf("the apply of %s by %q ends unfinished: %w", rec.Owner, rec.Client, err)
+			if eerr := e.journal.EndApply(ctx, t); eerr != nil {
+				return nil, errors.Join(err, eerr)
+			}
+			return nil, err
+		}
+	}
 	if err := validateSet(set).Err(); err != nil {
 		// Recorded after the same check: a record no probed wrote.
 		if eerr := e.journal.EndApply(ctx, t); eerr != nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/probed/probed/engine"
+	"github.com/probed/probed/engine/target"
 	"github.com/probed/probed/server/auth"
 )
 
@@ -54,5 +56,49 @@ func TestWatchPolicySeesAReloadBeforeItRuns(t *testing.T) {
 	}
 	if cause := context.Cause(ctx); !errors.Is(cause, errAccessChanged) {
 		t.Errorf("the stream ended with %v, want errAccessChanged", cause)
+	}
+}
+
+// A resumed apply is authorized again under today's policy: its caller
+// may still write every target of its list, and it resumes with its
+// prunes limited to what the caller may write; one target it may no
+// longer write (a reload since the call) refuses the resume, as a new
+// call of the same list would be refused.
+func TestResumedApplyAuthorizedAgain(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(rules string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rules:\n- {identities: [alice], names: [ns/], verbs: [write]}\n")
+	policy, err := auth.LoadPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{opts: Options{Authorizer: policy}}
+	list := func() *engine.ApplySet {
+		return &engine.ApplySet{Owner: "ns/set", Targets: []*target.Spec{{Name: "ns/a"}, {Name: "ns/b"}}}
+	}
+
+	set := list()
+	if err := s.resumed(set, "alice"); err != nil {
+		t.Fatalf("resume of a list alice may write: %v", err)
+	}
+	if set.Writable == nil || !set.Writable("ns/x") || set.Writable("other/x") || set.Forward == nil {
+		t.Errorf("the resumed set: Writable %v, Forward %v; want alice's write permission and forwarding", set.Writable != nil, set.Forward)
+	}
+
+	write("rules:\n- {identities: [alice], names: [ns/a], verbs: [write]}\n")
+	if changed, err := policy.Reload(); err != nil || !changed {
+		t.Fatalf("Reload = %v, %v", changed, err)
+	}
+	err = s.resumed(list(), "alice")
+	if !errors.Is(err, ErrResumeRefused) || !strings.Contains(err.Error(), `"ns/b"`) {
+		t.Errorf("resume after alice lost ns/b: %v, want ErrResumeRefused naming ns/b", err)
+	}
+	if err := s.resumed(list(), "mallory"); !errors.Is(err, ErrResumeRefused) {
+		t.Errorf("resume as an identity with no rule: %v, want ErrResumeRefused", err)
 	}
 }

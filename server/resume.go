@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/probed/probed/engine"
@@ -47,10 +49,27 @@ func (s *Server) ResumeApplies(ctx context.Context, period time.Duration) {
 }
 
 // resumed gives a resumed apply of client's what its call had: the write
-// permission of client for its prunes, and forwarding.
-func (s *Server) resumed(set *engine.ApplySet, client string) {
+// permission of client for its prunes, and forwarding. Its desired
+// targets were authorized when the call came; the policy may have changed
+// since (a reload), so they are authorized again, as a new call of the
+// same list would be: one that client may no longer write refuses the
+// resume (the apply ends as it stands; client's next ApplyTargets is
+// PermissionDenied the same way).
+func (s *Server) resumed(set *engine.ApplySet, client string) error {
 	set.Forward = setForwarder{s}
-	if a := s.opts.Authorizer; a != nil {
-		set.Writable = func(name string) bool { return a.Allowed(client, VerbWrite, name) }
+	a := s.opts.Authorizer
+	if a == nil {
+		return nil
 	}
+	for _, t := range set.Targets {
+		if !a.Allowed(client, VerbWrite, t.Name) {
+			return fmt.Errorf("%w: %q may no longer write %q (--authz-policy changed since the call)", ErrResumeRefused, client, t.Name)
+		}
+	}
+	set.Writable = func(name string) bool { return a.Allowed(client, VerbWrite, name) }
+	return nil
 }
+
+// ErrResumeRefused: an interrupted apply was not resumed because its
+// caller may no longer write one of its targets.
+var ErrResumeRefused = errors.New("interrupted apply not resumed")

@@ -1,6 +1,7 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,15 +26,19 @@ func (t *gatedTxn) createsTargets() bool {
 	})
 }
 
-// TestInterruptedApplyResumed: an Apply over etcd loses its replica's
-// lease after its list was recorded and before its first create (the
-// lease revoked while the create's transaction is held): its creates are
-// refused (Aborted) and its record stays. Another replica finds it
-// interrupted and resumes it: the set ends exactly the new list, the
-// targets the list leaves out pruned, and the record is gone. Without
-// the record (no journal) nothing would finish it.
-func TestInterruptedApplyResumed(t *testing.T) {
-	t.Parallel()
+// interruptedApply is the state TestInterruptedApplyResumed starts from:
+// replica a's apply of ns/set (100 targets, then a list of 200 that
+// keeps 50 of them) lost its lease after its list was recorded and
+// before its first create; b sees the first list's 100 and the apply
+// interrupted.
+type interruptedApply struct {
+	a, b  *replica
+	ctx   context.Context // alice's, the caller of the apply
+	set   func(from, to int) engine.ApplySet
+	names func(e *engine.Engine) []string // the active targets, sorted
+}
+
+func newInterruptedApply(t *testing.T) *interruptedApply {
 	c := etcdtest.Start(t)
 	cliA := c.Client(t)
 	kv := newGatedKV(cliA.KV)
@@ -108,6 +113,20 @@ func TestInterruptedApplyResumed(t *testing.T) {
 	if err != nil || !slices.Equal(owners, []string{"ns/set"}) {
 		t.Fatalf("InterruptedApplies = %v, %v; want [ns/set]", owners, err)
 	}
+	return &interruptedApply{a: a, b: b, ctx: ctx, set: set, names: names}
+}
+
+// TestInterruptedApplyResumed: an Apply over etcd loses its replica's
+// lease after its list was recorded and before its first create (the
+// lease revoked while the create's transaction is held): its creates are
+// refused (Aborted) and its record stays. Another replica finds it
+// interrupted and resumes it: the set ends exactly the new list, the
+// targets the list leaves out pruned, and the record is gone. Without
+// the record (no journal) nothing would finish it.
+func TestInterruptedApplyResumed(t *testing.T) {
+	t.Parallel()
+	in := newInterruptedApply(t)
+	ctx, b, set, names := in.ctx, in.b, in.set, in.names
 	res, err := b.eng.ResumeApply(t.Context(), "ns/set", nil)
 	if err != nil || res == nil {
 		t.Fatalf("ResumeApply = %v, %v", res, err)
@@ -128,6 +147,30 @@ func TestInterruptedApplyResumed(t *testing.T) {
 	}
 	if owners, _ := b.eng.InterruptedApplies(ctx); len(owners) != 0 {
 		t.Errorf("InterruptedApplies after the resume = %v, want none", owners)
+	}
+}
+
+// TestRefusedResumeEndsTheApply: a resume whose preparation refuses the
+// set (its caller may no longer write one of its targets) writes nothing
+// and ends the apply: the set stays as the interrupted apply left it,
+// and the apply is no longer interrupted (no replica retries it).
+func TestRefusedResumeEndsTheApply(t *testing.T) {
+	t.Parallel()
+	in := newInterruptedApply(t)
+	refusal := errors.New("alice may no longer write ns/t-0200")
+	var client string
+	res, err := in.b.eng.ResumeApply(t.Context(), "ns/set", func(_ *engine.ApplySet, c string) error {
+		client = c
+		return refusal
+	})
+	if !errors.Is(err, refusal) || res != nil || client != "alice" {
+		t.Fatalf("ResumeApply = %+v, %v (prepared for %q); want the refusal, for alice", res, err, client)
+	}
+	if got := len(in.names(in.b.eng)); got != 100 {
+		t.Errorf("%d active targets after the refused resume, want the first list's 100", got)
+	}
+	if owners, err := in.b.eng.InterruptedApplies(in.ctx); err != nil || len(owners) != 0 {
+		t.Errorf("InterruptedApplies after the refused resume = %v, %v; want none", owners, err)
 	}
 }
 
@@ -198,7 +241,10 @@ func TestApplyPrunesOnceTheListIsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced(put.Header.Revision)
-	res, err = a.eng.ResumeApply(t.Context(), "ns/set", func(set *engine.ApplySet, _ string) { set.Forward = storetest.Forwarder{To: b.eng} })
+	res, err = a.eng.ResumeApply(t.Context(), "ns/set", func(set *engine.ApplySet, _ string) error {
+		set.Forward = storetest.Forwarder{To: b.eng}
+		return nil
+	})
 	if err != nil || res == nil || !slices.Equal(res.Deleted, []string{gone}) || len(res.Conflicts) != 0 {
 		t.Fatalf("ResumeApply = %+v, %v; want %s deleted, no conflict", res, err, gone)
 	}
