@@ -15,8 +15,8 @@ import (
 )
 
 // TestMarshalCodecEncodesWhatProtobufDecodes: every probe.v1 message, with
-// every field set (each choice of each oneof in turn, maps and lists of
-// two), encoded by marshalCodec, decodes with protobuf-go into an equal
+// every field set (fillMessage: each choice of each oneof in turn),
+// encoded by marshalCodec, decodes with protobuf-go into an equal
 // message. A field the generated code missed or spelled differently fails
 // here. Messages below and above grpc-go's pooling threshold both pass.
 func TestMarshalCodecEncodesWhatProtobufDecodes(t *testing.T) {
@@ -32,7 +32,7 @@ func TestMarshalCodecEncodesWhatProtobufDecodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := mt.New()
-			populate(want, choice, 0)
+			fillMessage(want, 8, choice)
 			t.Run(fmt.Sprintf("%s/%d", md.Name(), choice), func(t *testing.T) {
 				if _, ok := want.Interface().(generatedMarshal); !ok {
 					t.Fatalf("%s has no generated marshalling code (make generate)", md.FullName())
@@ -61,7 +61,7 @@ func TestMarshalCodecEncodesWhatProtobufDecodes(t *testing.T) {
 		page := &probev1.ListTargetsResponse{NextPageToken: "next"}
 		for i := range 100 {
 			target := &probev1.Target{}
-			populate(target.ProtoReflect(), i, 0)
+			fillMessage(target.ProtoReflect(), 8, i)
 			page.Targets = append(page.Targets, target)
 		}
 		data, err := c.Marshal(page)
@@ -95,90 +95,11 @@ func TestMarshalCodecEncodesWhatProtobufDecodes(t *testing.T) {
 }
 
 // maxOneofChoices is the number of fields of md's largest oneof (1 when it
-// has none): populate is called once per choice.
+// has none): the message is filled once per choice.
 func maxOneofChoices(md protoreflect.MessageDescriptor) int {
 	n := 1
 	for i := range md.Oneofs().Len() {
 		n = max(n, md.Oneofs().Get(i).Fields().Len())
 	}
 	return n
-}
-
-// populate sets every field of m to a value other than its default: in
-// each oneof, the field numbered choice (modulo its size); nested messages
-// down to a depth of 4.
-func populate(m protoreflect.Message, choice, depth int) {
-	fields := m.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() && o.Fields().Get(choice%o.Fields().Len()) != fd {
-			continue
-		}
-		switch {
-		case fd.IsMap():
-			if depth >= 4 && fd.MapValue().Kind() == protoreflect.MessageKind {
-				continue
-			}
-			mp := m.Mutable(fd).Map()
-			for k := range 2 {
-				key := scalar(fd.MapKey(), k+1).MapKey()
-				if fd.MapValue().Kind() == protoreflect.MessageKind {
-					v := mp.NewValue()
-					populate(v.Message(), choice, depth+1)
-					mp.Set(key, v)
-				} else {
-					mp.Set(key, scalar(fd.MapValue(), k+1))
-				}
-			}
-		case fd.IsList():
-			if depth >= 4 && fd.Kind() == protoreflect.MessageKind {
-				continue
-			}
-			l := m.Mutable(fd).List()
-			for k := range 2 {
-				if fd.Kind() == protoreflect.MessageKind {
-					v := l.NewElement()
-					populate(v.Message(), choice, depth+1)
-					l.Append(v)
-				} else {
-					l.Append(scalar(fd, k+1))
-				}
-			}
-		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
-			if depth >= 4 {
-				continue
-			}
-			populate(m.Mutable(fd).Message(), choice, depth+1)
-		default:
-			m.Set(fd, scalar(fd, choice+1))
-		}
-	}
-}
-
-// scalar is a non-default value of fd's kind, varied by k (≥ 1).
-func scalar(fd protoreflect.FieldDescriptor, k int) protoreflect.Value {
-	switch fd.Kind() {
-	case protoreflect.BoolKind:
-		return protoreflect.ValueOfBool(true)
-	case protoreflect.EnumKind:
-		vals := fd.Enum().Values()
-		return protoreflect.ValueOfEnum(vals.Get(1 + k%(vals.Len()-1)).Number())
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return protoreflect.ValueOfInt32(int32(-1000 * k))
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return protoreflect.ValueOfInt64(int64(-1 << 40 * k))
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return protoreflect.ValueOfUint32(uint32(1000 * k))
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return protoreflect.ValueOfUint64(uint64(1 << 40 * k))
-	case protoreflect.FloatKind:
-		return protoreflect.ValueOfFloat32(float32(k) + 0.5)
-	case protoreflect.DoubleKind:
-		return protoreflect.ValueOfFloat64(float64(k) + 0.25)
-	case protoreflect.StringKind:
-		return protoreflect.ValueOfString(fmt.Sprintf("%s-%d-é", fd.Name(), k))
-	case protoreflect.BytesKind:
-		return protoreflect.ValueOfBytes([]byte{0, byte(k), 0xff})
-	}
-	panic(fmt.Sprintf("populate: no value for %s of kind %s", fd.FullName(), fd.Kind()))
 }
