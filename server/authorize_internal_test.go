@@ -22,25 +22,11 @@ import (
 // access the policy had taken away (a CI hang of client's
 // TestAuthorization).
 func TestWatchPolicySeesAReloadBeforeItRuns(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "policy.yaml")
-	write := func(rules string) {
-		t.Helper()
-		if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("rules:\n- {identities: [reader], names: [ns/], verbs: [read]}\n")
-	policy, err := auth.LoadPolicy(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	policy, reload := loadPolicy(t, "rules:\n- {identities: [reader], names: [ns/], verbs: [read]}\n")
 	s := &Server{opts: Options{Authorizer: policy}}
 	grants := policy.Grants("reader") // as Watch takes them, before it streams
 
-	write("rules:\n- {identities: [nobody], names: [ns/], verbs: [read]}\n")
-	if changed, err := policy.Reload(); err != nil || !changed {
-		t.Fatalf("Reload = %v, %v", changed, err)
-	}
+	reload("rules:\n- {identities: [nobody], names: [ns/], verbs: [read]}\n")
 
 	ctx, cancel := context.WithCancelCause(engine.WithClient(context.Background(), "reader"))
 	defer cancel(nil)
@@ -65,18 +51,7 @@ func TestWatchPolicySeesAReloadBeforeItRuns(t *testing.T) {
 // longer write (a reload since the call) refuses the resume, as a new
 // call of the same list would be refused.
 func TestResumedApplyAuthorizedAgain(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "policy.yaml")
-	write := func(rules string) {
-		t.Helper()
-		if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("rules:\n- {identities: [alice], names: [ns/], verbs: [write]}\n")
-	policy, err := auth.LoadPolicy(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	policy, reload := loadPolicy(t, "rules:\n- {identities: [alice], names: [ns/], verbs: [write]}\n")
 	s := &Server{opts: Options{Authorizer: policy}}
 	list := func() *engine.ApplySet {
 		return &engine.ApplySet{Owner: "ns/set", Targets: []*target.Spec{{Name: "ns/a"}, {Name: "ns/b"}}}
@@ -90,15 +65,36 @@ func TestResumedApplyAuthorizedAgain(t *testing.T) {
 		t.Errorf("the resumed set: Writable %v, Forward %v; want alice's write permission and forwarding", set.Writable != nil, set.Forward)
 	}
 
-	write("rules:\n- {identities: [alice], names: [ns/a], verbs: [write]}\n")
-	if changed, err := policy.Reload(); err != nil || !changed {
-		t.Fatalf("Reload = %v, %v", changed, err)
-	}
-	err = s.resumed(list(), "alice")
+	reload("rules:\n- {identities: [alice], names: [ns/a], verbs: [write]}\n")
+	err := s.resumed(list(), "alice")
 	if !errors.Is(err, ErrResumeRefused) || !strings.Contains(err.Error(), `"ns/b"`) {
 		t.Errorf("resume after alice lost ns/b: %v, want ErrResumeRefused naming ns/b", err)
 	}
 	if err := s.resumed(list(), "mallory"); !errors.Is(err, ErrResumeRefused) {
 		t.Errorf("resume as an identity with no rule: %v, want ErrResumeRefused", err)
+	}
+}
+
+// loadPolicy loads an authorization policy of rules from a file, and
+// returns it with reload, which rewrites the file and reloads it (failing
+// the test unless the policy changed).
+func loadPolicy(t *testing.T, rules string) (*auth.Policy, func(rules string)) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy, err := auth.LoadPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy, func(rules string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if changed, err := policy.Reload(); err != nil || !changed {
+			t.Fatalf("Reload = %v, %v", changed, err)
+		}
 	}
 }
