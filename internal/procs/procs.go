@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -65,32 +66,21 @@ func parseStat(pid int, b []byte) (Proc, error) {
 
 // Session returns the processes of session sid (its leader included).
 func Session(sid int) ([]Proc, error) {
-	all, err := List()
-	if err != nil {
-		return nil, err
-	}
-	var out []Proc
-	for _, p := range all {
-		if p.Session == sid {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return listWhere(func(p Proc) bool { return p.Session == sid })
 }
 
 // Children returns the processes whose parent is ppid.
 func Children(ppid int) ([]Proc, error) {
+	return listWhere(func(p Proc) bool { return p.PPid == ppid })
+}
+
+// listWhere returns the processes List returns that keep accepts.
+func listWhere(keep func(Proc) bool) ([]Proc, error) {
 	all, err := List()
 	if err != nil {
 		return nil, err
 	}
-	var out []Proc
-	for _, p := range all {
-		if p.PPid == ppid {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(p Proc) bool { return !keep(p) }), nil
 }
 
 // Zombies returns how many children of ppid are zombies (exited, not yet
