@@ -156,9 +156,9 @@ func (h *harness) quiesce() {
 			if st = h.eng.Stats(); err == nil && st.Cancelling == 0 && st.Inflight == h.hanging.Load() {
 				// A run that ended has submitted its transition; it is
 				// visible (Get, events) once written and published. Over
-				// a store with faults the test holds writes on purpose
-				// and waits for them itself.
-				if h.opts.Store != engine.Store(h.store) {
+				// a store with faults armed the test holds or refuses
+				// writes on purpose and waits for them itself.
+				if !h.flushable() {
 					return ""
 				}
 				fctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -172,6 +172,17 @@ func (h *harness) quiesce() {
 		}
 		return fmt.Sprintf("%d probes in flight (%d cancelled), %d hanging in backends", st.Inflight, st.Cancelling, h.hanging.Load())
 	})
+}
+
+// flushable reports whether quiesce may wait for the committer: over the
+// harness's own store always, over a test store that injects faults
+// (faultStore) only while none is armed or in progress.
+func (h *harness) flushable() bool {
+	if h.opts.Store == engine.Store(h.store) {
+		return true
+	}
+	fs, ok := h.opts.Store.(interface{ flushable() bool })
+	return ok && fs.flushable()
 }
 
 // advance moves the fake clock in steps of step up to d and quiesces after

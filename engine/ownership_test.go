@@ -28,6 +28,7 @@ type faultStore struct {
 	fail    error           // guarded by mu
 	hold    chan struct{}   // when set, the next Commit waits until it is closed; guarded by mu
 	held    chan struct{}   // closed once a Commit waits on hold; guarded by mu
+	holding bool            // a Commit waits on a hold; guarded by mu
 	calls   []commitCall    // guarded by mu
 }
 
@@ -52,11 +53,12 @@ func withFaults(fs **faultStore) func(*engine.Options) {
 func (s *faultStore) Commit(ctx context.Context, changes []*engine.Change) error {
 	s.mu.Lock()
 	if hold := s.hold; hold != nil {
-		s.hold = nil
+		s.hold, s.holding = nil, true
 		close(s.held)
 		s.mu.Unlock()
 		<-hold
 		s.mu.Lock()
+		s.holding = false
 	}
 	call := commitCall{}
 	var lost []string
@@ -80,6 +82,15 @@ func (s *faultStore) Commit(ctx context.Context, changes []*engine.Change) error
 		return call.err
 	}
 	return s.Store.Commit(ctx, changes)
+}
+
+// flushable reports whether no fault is armed or in progress (no hold set
+// or waited on, no failure, no lost target): the harness's quiesce may
+// then wait for the committer, which a held or refused write would stall.
+func (s *faultStore) flushable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hold == nil && !s.holding && s.fail == nil && s.lostAll == nil && len(s.lost) == 0
 }
 
 // lose makes the store refuse changes of these targets from now on.

@@ -14,6 +14,7 @@
 package clustersoak
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,8 @@ type Config struct {
 	// processes share two cores with etcd and the soak; the cluster
 	// process tests of cmd/probed allow 3 s).
 	Slack time.Duration
+	// LogLevel is the replicas' --log-level ("info" when empty).
+	LogLevel string
 	// Logf reports progress.
 	Logf func(format string, args ...any)
 }
@@ -270,7 +273,7 @@ func (s *soak) newReplica(slot int) (*replica, error) {
 		args: []string{"--addr=" + addr, "--metrics-addr=" + metrics, "--store=etcd",
 			"--etcd-endpoints=" + strings.Join(s.etcd.Endpoints(), ","), "--etcd-prefix=/probed/",
 			"--lease-ttl=" + s.cfg.LeaseTTL.String(), "--settle=" + s.cfg.LeaseTTL.String(), "--replica-id=" + id,
-			"--data-dir=" + filepath.Join(s.cfg.Dir, id), "--log-level=info", "--history=" + strconv.Itoa(history),
+			"--data-dir=" + filepath.Join(s.cfg.Dir, id), "--log-level=" + cmp.Or(s.cfg.LogLevel, "info"), "--history=" + strconv.Itoa(history),
 			"--registrations-per-second=0", "--max-targets=0", "--max-watchers=0", "--max-watchers-per-client=0"}}, nil
 }
 

@@ -26,13 +26,23 @@ func TestMain(m *testing.M) {
 // minutes over 400 targets, lease TTL 4 s (make soak). The seed is
 // printed; PROBED_SOAK_SEED=<seed> replays its schedule.
 // PROBED_SOAK_TARGETS, PROBED_SOAK_TTL and PROBED_SOAK_SLACK override
-// the size, the TTL and the slack added to the time bounds.
+// the size, the TTL and the slack added to the time bounds;
+// PROBED_SOAK_LOG_LEVEL sets the replicas' --log-level, and
+// PROBED_SOAK_DIR keeps their logs and etcd's data in that directory
+// (otherwise removed with the test).
 func TestClusterSoak(t *testing.T) {
 	full := os.Getenv("PROBED_SOAK")
 	if testing.Short() || (full == "" && os.Getenv("PROBED_CLUSTER_LONG") == "") {
 		t.Skip("a long cluster test: runs with PROBED_CLUSTER_LONG=1 (make test-cluster) or PROBED_SOAK=<duration> (make soak), without -short")
 	}
-	cfg := clustersoak.Config{Self: os.Args[0], Dir: t.TempDir(), Targets: 200, LeaseTTL: 2 * time.Second, Logf: t.Logf}
+	cfg := clustersoak.Config{Self: os.Args[0], Dir: t.TempDir(), Targets: 200, LeaseTTL: 2 * time.Second,
+		LogLevel: os.Getenv("PROBED_SOAK_LOG_LEVEL"), Logf: t.Logf}
+	if dir := os.Getenv("PROBED_SOAK_DIR"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Dir = dir
+	}
 	if full != "" {
 		d, err := time.ParseDuration(full)
 		if err != nil || d <= 0 {
