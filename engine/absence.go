@@ -44,7 +44,9 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 		return false, stale
 	}
 	if may := e.opts.MayProbe; may != nil && !may() {
-		return false, fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote: %w; another replica can answer", ErrSuspended, err)
+		// Not %w: the absence it could not vouch for is no answer (a
+		// NotFound here made a Delete of an existing target "succeed").
+		return false, fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote (%v); another replica can answer", ErrSuspended, err)
 	}
 	if e.presence == nil {
 		return false, err

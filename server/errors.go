@@ -69,6 +69,16 @@ func (s *Server) toStatus(err error) error {
 				"resume_revision": strconv.FormatUint(slow.LastRevision+1, 10),
 			},
 		})
+	// A replica that cannot vouch for its view, or is shutting down,
+	// gives no answer about a target, whatever its error also wraps: a
+	// NotFound or AlreadyExists from such a view may be false (a client
+	// that deletes takes NotFound as done).
+	case errors.Is(err, engine.ErrSuspended):
+		// This replica cannot vouch for its view (cluster mode, lease
+		// lost): another replica can answer.
+		return unavailable(err.Error())
+	case errors.Is(err, engine.ErrClosed):
+		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
 	case errors.Is(err, engine.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, engine.ErrAlreadyExists):
@@ -81,16 +91,10 @@ func (s *Server) toStatus(err error) error {
 		// An apply whose lock this replica lost (its lease expired):
 		// another replica finishes it; the call may be made again.
 		return status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, engine.ErrClosed):
-		return status.Error(codes.Unavailable, "probed is shutting down: "+err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
 		// The store cannot write for now (a full disk): the message names
 		// the data dir and the cause, for the operator who must act.
 		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, engine.ErrSuspended):
-		// This replica cannot vouch for its view (cluster mode, lease
-		// lost): another replica can answer.
-		return unavailable(err.Error())
 	case errors.Is(err, engine.ErrOwnershipLost), errors.Is(err, engine.ErrNotOwned):
 		// The target's owner is changing (or lives elsewhere and the call
 		// cannot be forwarded): the same call succeeds a moment later.

@@ -51,6 +51,12 @@ func TestToStatus(t *testing.T) {
 		{name: "ownership", err: &engine.OwnershipLostError{Names: []string{"a"}}, code: codes.Unavailable},
 		{name: "store unavailable", err: fmt.Errorf("data dir /d: no space left: %w", engine.ErrUnavailable), code: codes.Unavailable},
 		{name: "view suspended", err: fmt.Errorf("x: %w", engine.ErrSuspended), code: codes.Unavailable},
+		// A view that cannot vouch gives no answer, whatever else its
+		// error wraps (the chaos soak: a Delete answered NotFound by a
+		// replica past its lease left the target in place).
+		{name: "view suspended, wrapping not found", err: fmt.Errorf("%w: lease over: %w", engine.ErrSuspended, engine.ErrNotFound), code: codes.Unavailable},
+		{name: "view suspended, wrapping already exists", err: fmt.Errorf("%w: %w", engine.ErrSuspended, engine.ErrAlreadyExists), code: codes.Unavailable},
+		{name: "closed, wrapping failed precondition", err: fmt.Errorf("%w: %w", engine.ErrClosed, engine.ErrFailedPrecondition), code: codes.Unavailable},
 		{name: "canceled", err: context.Canceled, code: codes.Canceled},
 		{name: "deadline", err: context.DeadlineExceeded, code: codes.DeadlineExceeded},
 		{name: "status passes through", err: status.Error(codes.PermissionDenied, "no"), code: codes.PermissionDenied},
