@@ -463,9 +463,16 @@ func sortStrings(s []string) { sort.Strings(s) }
 // podAddr matches a pod's address in a probe's message (grouped as one).
 var podAddr = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:`)
 
-// slowProbes: a TCP connection every 10 s (many pods: probed's own load
-// stays small beside the controller's).
-const slowProbes = `{"readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "initialPeriodSeconds": 0, "initialPeriodMilliseconds": 100}}`
+// slowProbes: a TCP connection (to the pod network's accept-and-close
+// port) every 10 s, and every initial period (100 ms:
+// PROBED_KUBE_SCALE_INITIAL_MS) until the first success (many pods:
+// probed's own load stays small beside the controller's once they are
+// ready).
+func slowProbes() string {
+	initial := envInt("PROBED_KUBE_SCALE_INITIAL_MS", 100)
+	return fmt.Sprintf(`{"readinessProbe": {"tcpSocket": {"port": "tcp"}, "periodSeconds": 10, "initialPeriodSeconds": %d, "initialPeriodMilliseconds": %d}}`,
+		initial/1000, initial%1000)
+}
 
 // spreadPods creates n opted-in pods over k namespaces of the test (all
 // labelled sel), their servers answering, and returns the namespaces.
@@ -479,7 +486,7 @@ func (f *fixture) spreadPods(n, k int, sel map[string]string) []string {
 		if i < n%k {
 			per++
 		}
-		for _, ip := range f.createPodsIn(ns, "web", per, slowProbes) {
+		for _, ip := range f.createPodsIn(ns, "web", per, slowProbes()) {
 			f.net.set(ip, true)
 		}
 	}
@@ -563,6 +570,7 @@ func TestTenThousandPods(t *testing.T) {
 		float64(p.rss())/(1<<20), p.metric("go_memstats_heap_inuse_bytes")/(1<<20))
 
 	// Restart: time to converge, writes.
+	changes := f.probed.Engine.Stats().Changes
 	p.stop()
 	restarted := time.Now()
 	p2 := f.startProcess("--namespace-selector", "probed.io/test="+f.ns)
@@ -577,8 +585,8 @@ func TestTenThousandPods(t *testing.T) {
 	converged := time.Since(restarted)
 	cpuRestart := p2.cpu()
 	w, errs := p2.patches()
-	t.Logf("restart: pod cache synced %v after start, converged (every namespace applied, queue drained) after %v, CPU %v, RSS %.0f MiB, %.0f condition writes (%.0f errors)",
-		synced.Round(time.Millisecond), converged.Round(time.Millisecond), cpuRestart, float64(p2.rss())/(1<<20), w, errs)
+	t.Logf("restart: pod cache synced %v after start, converged (every namespace applied, queue drained) after %v, CPU %v, RSS %.0f MiB, %.0f condition writes (%.0f errors); probed's changes meanwhile (flips the writes follow): %d",
+		synced.Round(time.Millisecond), converged.Round(time.Millisecond), cpuRestart, float64(p2.rss())/(1<<20), w, errs, f.probed.Engine.Stats().Changes-changes)
 }
 
 // TestOverTwentyThousandAcrossNamespaces: 20,400 opted-in pods over 3

@@ -145,7 +145,7 @@ func (f *fixture) podIn(ns, name, annotation string, gated bool) (*corev1.Pod, s
 		Spec: corev1.PodSpec{
 			NodeName: f.kubelet.Node(),
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: f.net.port}}}},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: f.net.port}, {Name: "tcp", ContainerPort: f.net.tcpPort}}}},
 		},
 	}
 	if gated {
@@ -279,9 +279,15 @@ func endpointIs(t testing.TB, kube kubernetes.Interface, ns, ip string, want boo
 
 // podNetwork is one HTTP server listening on every address of the
 // namespace (so on every pod IP), whose /healthz answers per pod IP: 200
-// when that pod is healthy, 503 otherwise.
+// when that pod is healthy, 503 otherwise; and, on tcpPort, a listener
+// that accepts and closes (what a tcpSocket probe needs: the handshake).
 type podNetwork struct {
 	port int32
+	// tcpPort is served by one goroutine that accepts and closes, no
+	// goroutine per connection: the test process, which also hosts
+	// probed, serves 10,000 pods' tcpSocket probes at once in the scale
+	// tests, where a cluster spreads them over as many pods.
+	tcpPort int32
 	mu   sync.Mutex
 	// healthy by pod IP; guarded by mu
 	healthy map[string]bool
@@ -313,10 +319,28 @@ func newPodNetwork(t testing.TB) *podNetwork {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})}
+	tcp, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.tcpPort = int32(tcp.Addr().(*net.TCPAddr).Port)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(lis) })
+	wg.Go(func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+					continue
+				}
+				return // closed
+			}
+			_ = c.Close()
+		}
+	})
 	t.Cleanup(func() {
 		_ = srv.Close()
+		_ = tcp.Close()
 		wg.Wait()
 	})
 	return n

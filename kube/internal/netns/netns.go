@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -52,7 +53,11 @@ func Reexec(env string, files ...*os.File) (int, error) {
 func Inside(env string) bool { return os.Getenv(env) == "1" }
 
 // SetUpLoopback brings the namespace's loopback up with cidr on it (e.g.
-// 10.244.0.1/16: the addresses of the range are then local).
+// 10.244.0.1/16: the addresses of the range are then local), and sizes
+// the namespace's accept queues for a pod network (Backlog, where the
+// kernel lets it: otherwise a line on stderr says so). Call it
+// before this process listens on anything: Go reads the queue size once,
+// at its first listen.
 func SetUpLoopback(cidr string) error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
@@ -62,5 +67,21 @@ func SetUpLoopback(cidr string) error {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
+	for _, key := range []string{"net/core/somaxconn", "net/ipv4/tcp_max_syn_backlog"} {
+		if err := os.WriteFile("/proc/sys/"+key, []byte(strconv.Itoa(Backlog)), 0); err != nil {
+			// Only the largest runs need it: go on with the default.
+			fmt.Fprintf(os.Stderr, "netns: the pod network keeps the default accept queue (%s: %v)\n", key, err)
+		}
+	}
 	return nil
 }
+
+// Backlog is the accept queue of every listener in the namespace
+// (net.core.somaxconn, and net.ipv4.tcp_max_syn_backlog for the
+// handshakes before it). The stand-in's pod network is one listener for
+// every pod IP, where a cluster has one per pod, each with a queue of its
+// own (4,096 by default): with the default, 10,000 pods probed every
+// 100 ms until ready overflow that one queue, dropped handshakes wait a
+// second for their retransmission, and probes time out in the stand-in,
+// not in probed (issue 31's 10,000-pod run: TcpExtListenOverflows).
+const Backlog = 65535
