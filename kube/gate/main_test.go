@@ -288,7 +288,7 @@ type podNetwork struct {
 	// probed, serves 10,000 pods' tcpSocket probes at once in the scale
 	// tests, where a cluster spreads them over as many pods.
 	tcpPort int32
-	mu   sync.Mutex
+	mu      sync.Mutex
 	// healthy by pod IP; guarded by mu
 	healthy map[string]bool
 	// since is when each pod IP last turned healthy; guarded by mu
