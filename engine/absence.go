@@ -46,7 +46,7 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 	if may := e.opts.MayProbe; may != nil && !may() {
 		// Not %w: the absence it could not vouch for is no answer (a
 		// NotFound here made a Delete of an existing target "succeed").
-		return false, fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote (%v); another replica can answer", ErrSuspended, err)
+		return false, fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote (%s); another replica can answer", ErrSuspended, err.Error())
 	}
 	if e.presence == nil {
 		return false, err

@@ -57,7 +57,7 @@ func TestNoNotFoundUnvouched(t *testing.T) {
 				// Found by the chaos soak: a suspended answer that also
 				// said NotFound became a NotFound status, and a Delete of
 				// a target that existed "succeeded" without deleting it.
-				if tc.want != engine.ErrNotFound && errors.Is(err, engine.ErrNotFound) {
+				if !errors.Is(tc.want, engine.ErrNotFound) && errors.Is(err, engine.ErrNotFound) {
 					t.Errorf("%s of a target the view does not hold: %v is also ErrNotFound, an answer this view cannot vouch for", call, err)
 				}
 			}

@@ -68,14 +68,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	env := kubetest.Get(t)
 	ctx := t.Context()
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns) > 40 {
-		ns = ns[:40] // room for namespace's suffixes
-	}
-	ns = strings.Trim(ns, "-")
-	if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	ns := env.Namespace(t, t.Name(), nil)
 	kl, err := kubelet.Start(ctx, env.Admin, "node-"+ns)
 	if err != nil {
 		t.Fatalf("kubelet: %v", err)

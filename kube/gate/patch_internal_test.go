@@ -18,10 +18,7 @@ import (
 func TestOnlyUIDMismatchIsBenign(t *testing.T) {
 	env := kubetest.Get(t)
 	ctx := t.Context()
-	const ns = "uid-mismatch"
-	if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := env.Namespace(t, "uid-mismatch", nil)
 	pod, err := env.Admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},

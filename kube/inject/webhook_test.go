@@ -93,10 +93,11 @@ func TestWebhookInjectsGate(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
 	})
-	for name, labels := range map[string]map[string]string{"inject": {podtarget.InjectLabel: "enabled"}, "plain": nil} {
-		if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	// The namespaces by their role: "inject" labelled for injection,
+	// "plain" not.
+	namespaces := map[string]string{
+		"inject": env.Namespace(t, "inject", map[string]string{podtarget.InjectLabel: "enabled"}),
+		"plain":  env.Namespace(t, "plain", nil),
 	}
 	newPod := func(name string, annotated bool, gates ...string) *corev1.Pod {
 		p := &corev1.Pod{
@@ -111,13 +112,13 @@ func TestWebhookInjectsGate(t *testing.T) {
 		}
 		return p
 	}
-	create := func(t *testing.T, ns string, p *corev1.Pod, dryRun bool) *corev1.Pod {
+	create := func(t *testing.T, ns string, p *corev1.Pod, dryRun bool) *corev1.Pod { // ns: a role of namespaces
 		t.Helper()
 		opts := metav1.CreateOptions{}
 		if dryRun {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
-		got, err := env.Admin.CoreV1().Pods(ns).Create(ctx, p, opts)
+		got, err := env.Admin.CoreV1().Pods(namespaces[ns]).Create(ctx, p, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

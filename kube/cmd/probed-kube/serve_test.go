@@ -30,11 +30,8 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, kubetest.WithHelm())) }
 func TestServe(t *testing.T) {
 	env := kubetest.Get(t)
 	ctx := t.Context()
-	const ns = "serve"
-	if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kl, err := kubelet.Start(ctx, env.Admin, "node-serve")
+	ns := env.Namespace(t, "serve", nil)
+	kl, err := kubelet.Start(ctx, env.Admin, "node-"+ns)
 	if err != nil {
 		t.Fatal(err)
 	}

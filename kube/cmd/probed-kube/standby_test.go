@@ -45,10 +45,7 @@ func freeAddr(t *testing.T) string {
 func TestStandbyServesWebhookAndCache(t *testing.T) {
 	env := kubetest.Get(t)
 	ctx := t.Context()
-	const ns = "standby"
-	if _, err := env.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := env.Namespace(t, "standby", nil)
 	// Another replica holds the Lease for an hour.
 	holder, duration := "the-leader", int32(3600)
 	now := metav1.NewMicroTime(time.Now())
