@@ -30,9 +30,8 @@ import (
 func TestBudgetAllowsDrain(t *testing.T) {
 	env := kubetest.Get(t)
 	ctx := t.Context()
-	const ns = "probed-drain"
-	createNamespace(t, env, ns)
-	kl, err := kubelet.Start(ctx, env.Admin, "node-drain")
+	ns := env.Namespace(t, "probed-drain", nil)
+	kl, err := kubelet.Start(ctx, env.Admin, "node-"+ns)
 	if err != nil {
 		t.Fatal(err)
 	}
