@@ -40,13 +40,11 @@ const presenceSync = 2 * time.Second
 // (issue 22, found by the chaos soak). Over a PresenceReader every
 // NotFound therefore costs one linearizable read of the store.
 func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (again bool, _ error) {
-	if stale := e.feed.vouched(); stale != nil {
-		return false, stale
-	}
-	if may := e.opts.MayProbe; may != nil && !may() {
-		// Not %w: the absence it could not vouch for is no answer (a
-		// NotFound here made a Delete of an existing target "succeed").
-		return false, fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote (%s); another replica can answer", ErrSuspended, err.Error())
+	if verr := e.vouchView(); verr != nil {
+		// Not err itself: the absence it could not vouch for is no
+		// answer (a NotFound here made a Delete of an existing target
+		// "succeed").
+		return false, verr
 	}
 	if e.presence == nil {
 		return false, err
@@ -71,4 +69,21 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 		return false, fmt.Errorf("%w: target %q exists in the store (at %d) but this replica's view is at %d after %v; another replica can answer", ErrSuspended, name, pos, e.feed.revision(), presenceSync)
 	}
 	return true, nil
+}
+
+// vouchView returns an error wrapping ErrSuspended when this replica
+// cannot vouch for its view as a whole: suspended (Suspend), or its lease
+// past its local deadline (Options.MayProbe false), before its watchdog
+// suspends it. Get and List answer only from a view it can vouch for: a
+// page that misses what other replicas created meanwhile tells a client
+// those targets do not exist, and a target another replica deleted
+// meanwhile would be shown as existing.
+func (e *Engine) vouchView() error {
+	if err := e.feed.vouched(); err != nil {
+		return err
+	}
+	if may := e.opts.MayProbe; may != nil && !may() {
+		return fmt.Errorf("%w: this replica's lease is over, its view may miss what other replicas wrote; another replica can answer", ErrSuspended)
+	}
+	return nil
 }

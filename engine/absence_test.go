@@ -64,3 +64,56 @@ func TestNoNotFoundUnvouched(t *testing.T) {
 		})
 	}
 }
+
+// TestNoAnswerFromAnUnvouchedView: Get and List answer only from a view
+// this replica can vouch for. While its lease is past its local deadline
+// (MayProbe false) or it is suspended, a page of List would miss what
+// other replicas created meanwhile, and Get would show a target another
+// replica may have deleted: both fail with ErrSuspended, and never with
+// an answer (ErrNotFound).
+func TestNoAnswerFromAnUnvouchedView(t *testing.T) {
+	var may atomic.Bool
+	may.Store(true)
+	h := newHarness(t, func(o *engine.Options) { o.MayProbe = may.Load })
+	h.create(&target.Spec{Name: "present"})
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"Get": func() error { _, err := h.eng.Get(ctx, "present"); return err },
+		"List": func() error {
+			_, _, err := h.eng.List(ctx, engine.ListOptions{})
+			return err
+		},
+		"ListEach": func() error {
+			_, err := h.eng.ListEach(ctx, engine.ListOptions{}, func(*engine.Target) {})
+			return err
+		},
+	}
+	for _, tc := range []struct {
+		name    string
+		lease   bool
+		suspend bool
+		want    error // nil: the call answers
+	}{
+		{"lease valid", true, false, nil},
+		{"lease past its deadline", false, false, engine.ErrSuspended},
+		{"suspended", true, true, engine.ErrSuspended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			may.Store(tc.lease)
+			defer may.Store(true)
+			if tc.suspend {
+				h.eng.Suspend(errors.New("lease lost"))
+				defer h.eng.Resume()
+			}
+			for call, do := range calls {
+				err := do()
+				if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+					t.Errorf("%s of a view whose lease is %v (suspended %v): %v, want %v", call, tc.lease, tc.suspend, err, tc.want)
+				}
+				if errors.Is(err, engine.ErrNotFound) {
+					t.Errorf("%s: %v is an answer from a view that cannot vouch", call, err)
+				}
+			}
+		})
+	}
+}

@@ -229,7 +229,7 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.feed.vouched(); err != nil {
+	if err := e.vouchView(); err != nil {
 		return nil, err
 	}
 	t, ok := e.feed.get(name)
@@ -268,7 +268,7 @@ func (e *Engine) List(ctx context.Context, o ListOptions) ([]*Target, bool, erro
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, false, err
 	}
-	if err := e.feed.vouched(); err != nil {
+	if err := e.vouchView(); err != nil {
 		return nil, false, err
 	}
 	ts, more := e.feed.list(o)
@@ -288,7 +288,7 @@ func (e *Engine) ListEach(ctx context.Context, o ListOptions, fn func(*Target)) 
 	if err := e.awaitRunning(ctx); err != nil {
 		return false, err
 	}
-	if err := e.feed.vouched(); err != nil {
+	if err := e.vouchView(); err != nil {
 		return false, err
 	}
 	records, more := e.feed.listRecords(o)
