@@ -21,6 +21,7 @@ import (
 // NotFound would leave it in place.
 func TestNoNotFoundUnvouched(t *testing.T) {
 	var may atomic.Bool
+	may.Store(true) // the harness's watch opens from a vouched view
 	h := newHarness(t, func(o *engine.Options) { o.MayProbe = may.Load })
 	ctx := context.Background()
 	calls := map[string]func() error{
@@ -65,8 +66,8 @@ func TestNoNotFoundUnvouched(t *testing.T) {
 	}
 }
 
-// TestNoAnswerFromAnUnvouchedView: Get and List answer only from a view
-// this replica can vouch for. While its lease is past its local deadline
+// TestNoAnswerFromAnUnvouchedView: Get, List and a new Watch (its
+// snapshot) answer only from a view this replica can vouch for. While its lease is past its local deadline
 // (MayProbe false) or it is suspended, a page of List would miss what
 // other replicas created meanwhile, and Get would show a target another
 // replica may have deleted: both fail with ErrSuspended, and never with
@@ -85,6 +86,13 @@ func TestNoAnswerFromAnUnvouchedView(t *testing.T) {
 		},
 		"ListEach": func() error {
 			_, err := h.eng.ListEach(ctx, engine.ListOptions{}, func(*engine.Target) {})
+			return err
+		},
+		"Watch": func() error {
+			w, err := h.eng.Watch(ctx, engine.WatchOptions{})
+			if err == nil {
+				w.Close()
+			}
 			return err
 		},
 	}

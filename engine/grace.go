@@ -51,7 +51,7 @@ func (e *Engine) shortenGraceLocked(ctx context.Context, en *entry, d time.Durat
 	elapsed := max(now.Sub(en.deleteTime()), 0)
 	if remaining := min(sleep, en.gracePeriodLocked()) - elapsed; d >= remaining {
 		en.mu.Unlock()
-		return e.Get(ctx, en.name) // no sooner: nothing changes
+		return e.getOwned(ctx, en.name) // no sooner: nothing changes
 	}
 	g := elapsed + d // less than the current grace period: no overflow
 	en.editLocked().DeletionGracePeriod = &g

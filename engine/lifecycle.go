@@ -246,6 +246,23 @@ func (e *Engine) Get(ctx context.Context, name string) (*Target, error) {
 	return t, nil
 }
 
+// getOwned returns a target this engine owns (it just acquired it) as last
+// published, with its live figures: the owner's view of its own targets
+// needs no vouching, since only the owner writes a target after its
+// creation. NotFound if it is gone meanwhile, ErrClosed once the engine
+// has stopped.
+func (e *Engine) getOwned(ctx context.Context, name string) (*Target, error) {
+	if err := e.awaitRunning(ctx); err != nil {
+		return nil, err
+	}
+	t, ok := e.feed.get(name)
+	if !ok {
+		return nil, notFound(name)
+	}
+	e.addLive(t) // t is made for this call
+	return t, nil
+}
+
 // ListOptions page through targets.
 type ListOptions struct {
 	// After: only targets whose name sorts after it (the last name of the
@@ -494,7 +511,7 @@ func (e *Engine) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 			return e.shortenGraceLocked(ctx, en, *o.grace) // unlocks en
 		}
 		en.mu.Unlock()
-		return e.Get(ctx, name) // a no-op; NotFound if it is gone already
+		return e.getOwned(ctx, name) // a no-op; NotFound if it is gone already
 	}
 	terminating, done, err := e.terminateLocked(en, o, e.commits) // unlocks en
 	return e.settle(ctx, done, err, terminating)

@@ -52,6 +52,6 @@ func (e *Engine) Trigger(ctx context.Context, name string, typ probe.Type) (prob
 			return res.out, nil, err
 		}
 	}
-	t, err := e.Get(ctx, name)
+	t, err := e.getOwned(ctx, name)
 	return res.out, t, err
 }

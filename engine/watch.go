@@ -157,6 +157,12 @@ func (e *Engine) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := e.awaitRunning(ctx); err != nil {
 		return nil, err
 	}
+	// Its snapshot would be an answer about every target: from a view
+	// this replica can vouch for only (a suspension ends the watchers
+	// already open).
+	if err := e.vouchView(); err != nil {
+		return nil, err
+	}
 	return e.feed.watch(o, e.opts.WatchBuffer, ClientFrom(ctx))
 }
 

@@ -53,6 +53,11 @@ func transition(c *engine.Change, n int) *engine.Change {
 func commit(t testing.TB, s *etcd.Store, changes ...*engine.Change) {
 	t.Helper()
 	if err := s.Commit(t.Context(), changes); err != nil {
+		if c, ok := errors.AsType[*engine.ConflictError](err); ok {
+			for name, why := range c.Refused {
+				t.Fatalf("Commit(%d changes) = %v: %s: %v, and %d more", len(changes), err, name, why, len(c.Refused)-1)
+			}
+		}
 		t.Fatalf("Commit(%d changes) = %v", len(changes), err)
 	}
 }
