@@ -72,10 +72,11 @@ cluster: ## Three probed replicas over a local etcd (built from the Go module pr
 # test, the other-language examples) are listed at the end
 # (.ci/skipreport): go test itself says nothing of a passing package's
 # skips.
-test: ## Run the product's tests: the main module with -race, bench/ (about 10 min on 2 cores from an empty module cache; of the cluster process tests, the SIGKILL one). Kubernetes: make test-kube.
+test: ## Run the product's tests: the main module with -race, bench/, and every benchmark once (about 10 min on 2 cores from an empty module cache; of the cluster process tests, the SIGKILL one). Kubernetes: make test-kube.
 	@./.ci/skipreport \
 		'$(GO) test -race -count=1 -timeout 20m ./...' \
-		'cd bench && $(GO) test -count=1 -timeout 20m ./...'
+		'cd bench && $(GO) test -count=1 -timeout 20m ./...' \
+		'$(GO) test -run "^$$" -bench . -benchtime 1x -timeout 10m ./...'
 
 # Every package of the main module STRESS_N times in a row under -race,
 # with two busy loops beside it (.ci/stress; STRESS_PKGS narrows it, e.g.
