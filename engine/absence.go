@@ -74,10 +74,10 @@ func (e *Engine) vouchAbsence(ctx context.Context, name string, err error) (agai
 // vouchView returns an error wrapping ErrSuspended when this replica
 // cannot vouch for its view as a whole: suspended (Suspend), or its lease
 // past its local deadline (Options.MayProbe false), before its watchdog
-// suspends it. Get and List answer only from a view it can vouch for: a
-// page that misses what other replicas created meanwhile tells a client
-// those targets do not exist, and a target another replica deleted
-// meanwhile would be shown as existing.
+// suspends it. Get, List and a new Watch answer only from a view it can
+// vouch for: a page (or a snapshot) that misses what other replicas
+// created meanwhile tells a client those targets do not exist, and a
+// target another replica deleted meanwhile would be shown as existing.
 func (e *Engine) vouchView() error {
 	if err := e.feed.vouched(); err != nil {
 		return err
