@@ -322,11 +322,14 @@ func newPodNetwork(t testing.TB) *podNetwork {
 	wg.Go(func() {
 		for {
 			c, err := tcp.Accept()
-			if err != nil {
-				if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-					continue
-				}
-				return // closed
+			switch {
+			case errors.Is(err, net.ErrClosed):
+				return
+			case err != nil:
+				// Out of file descriptors, say: try again, as
+				// http.Server does, rather than stop serving.
+				time.Sleep(5 * time.Millisecond)
+				continue
 			}
 			_ = c.Close()
 		}
